@@ -1,0 +1,209 @@
+"""Exact results for small systems: sparse ground states, symmetry sectors, exact expectations.
+
+Bases are lists of configurations (``hilbert.all_states``); vectors are indexed like them.
+Energies are in the Hamiltonian's own units (spin-1/2 units for Heisenberg, Pauli units
+for the transverse-field Ising model).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .hilbert import all_states, states_to_codes
+from .operators import SpinHamiltonian
+from .symmetry import Symmetry
+
+__all__ = [
+    "resolve_total_sz",
+    "symmetry_matrix",
+    "sector_projector",
+    "sector_basis",
+    "ground_state",
+    "ground_state_energy",
+    "log_psi_on_states",
+    "exact_probabilities",
+    "exact_expectation",
+]
+
+_DENSE_LIMIT = 300  # below this dimension, dense eigh is faster and exact
+
+
+def resolve_total_sz(hamiltonian: SpinHamiltonian, total_sz):
+    """``"auto"`` -> ``hamiltonian.default_total_sz``; checks a sector against the Hamiltonian."""
+    if isinstance(total_sz, str):
+        if total_sz != "auto":
+            raise ValueError(f"total_sz: expected a number, None or 'auto', got {total_sz!r}")
+        return hamiltonian.default_total_sz
+    if total_sz is not None and not hamiltonian.conserves_sz:
+        raise ValueError(
+            f"total_sz: {type(hamiltonian).__name__} does not conserve Sz; use total_sz=None"
+        )
+    return total_sz
+
+
+def _image_indices(perms: np.ndarray, flips: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """``(G, n)`` int: row index of ``g s_a`` in the basis, for every element and basis state."""
+    codes = states_to_codes(states)
+    order = np.argsort(codes)
+    sorted_codes = codes[order]
+    out = np.empty((len(perms), len(states)), dtype=np.int64)
+    for g in range(len(perms)):
+        images = states[:, perms[g]] * flips[g]
+        target = states_to_codes(images)
+        pos = np.minimum(np.searchsorted(sorted_codes, target), len(states) - 1)
+        if not np.all(sorted_codes[pos] == target):
+            raise ValueError(
+                f"symmetry: element {g} maps the basis outside itself "
+                "(spin inversion needs total_sz=0 or None)"
+            )
+        out[g] = order[pos]
+    return out
+
+
+def symmetry_matrix(symmetry: Symmetry, g: int, states) -> sp.csr_matrix:
+    """Sparse ``E_g`` with ``(E_g psi)(s) = psi(g s)`` in the basis ``states`` (n, n_sites).
+
+    Raises ValueError when ``g`` maps the basis outside itself (e.g. spin inversion in a
+    sector with total_sz != 0).
+    """
+    states = np.asarray(states)
+    if not 0 <= g < symmetry.n_elements:
+        raise ValueError(f"g: expected an element index in [0, {symmetry.n_elements}), got {g}")
+    idx = _image_indices(symmetry.perms[g : g + 1], symmetry.flips[g : g + 1], states)[0]
+    n = len(states)
+    return sp.csr_matrix((np.ones(n), (np.arange(n), idx)), shape=(n, n))
+
+
+def sector_projector(symmetry: Symmetry, states) -> sp.csr_matrix:
+    """Hermitian projector ``P = (1/G) sum_g chi_g E_g`` onto the symmetry sector (complex CSR).
+
+    Its range holds exactly the states with ``psi(g s) = psi(s) / chi_g`` for every ``g``.
+    """
+    states = np.asarray(states)
+    idx = _image_indices(symmetry.perms, symmetry.flips, states)
+    G, n = idx.shape
+    rows = np.broadcast_to(np.arange(n), (G, n)).ravel()
+    vals = np.broadcast_to(symmetry.characters[:, None] / G, (G, n)).ravel()
+    P = sp.coo_matrix((vals, (rows, idx.ravel())), shape=(n, n)).tocsr()
+    P.sum_duplicates()
+    P.data[np.abs(P.data) < 1e-14] = 0
+    P.eliminate_zeros()
+    return P
+
+
+def sector_basis(symmetry: Symmetry, states) -> sp.csc_matrix:
+    """Orthonormal basis of the symmetry sector, ``(n, m)`` sparse (complex128 CSC).
+
+    Column ``c`` is the normalized projection ``P e_r`` of one representative ``r`` per
+    orbit of the group (orbits whose projection vanishes are left out), so ``m`` is the
+    sector dimension.
+    """
+    states = np.asarray(states)
+    idx = _image_indices(symmetry.perms, symmetry.flips, states)
+    reps = np.unique(idx.min(axis=0))
+    P = sector_projector(symmetry, states)
+    Q = P[:, reps].tocsc()
+    norms = np.sqrt(np.asarray(abs(Q).power(2).sum(axis=0)).ravel())
+    keep = norms > 1e-10
+    Q = Q[:, keep] @ sp.diags(1.0 / norms[keep])
+    return Q.tocsc()
+
+
+def ground_state(
+    hamiltonian: SpinHamiltonian,
+    total_sz="auto",
+    k: int = 1,
+    symmetry: Symmetry | None = None,
+):
+    """Lowest eigenpairs by sparse diagonalization (``scipy.sparse.linalg.eigsh``).
+
+    Args:
+      hamiltonian: a :class:`~quantax_lite.operators.SpinHamiltonian`.
+      total_sz: magnetization sector (``sum(s)/2``); ``None``: all ``2**n`` states;
+        ``"auto"``: 0 for Sz-conserving Hamiltonians on even lattices, else ``None``.
+      k: number of eigenpairs.
+      symmetry: optional group; restricts to its sector (``psi(g s) = psi(s) / chi_g``).
+    Returns:
+      ``(energy, vector, basis_states)``: for ``k == 1`` a float and an ``(n,)`` unit
+      vector (float64, or complex128 with a complex sector); for ``k > 1`` arrays
+      ``(k,)`` and ``(n, k)``, ascending. ``basis_states``: ``(n, n_sites)`` int8.
+    """
+    if not isinstance(hamiltonian, SpinHamiltonian):
+        raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(hamiltonian).__name__}")
+    total_sz = resolve_total_sz(hamiltonian, total_sz)
+    states = all_states(hamiltonian.n_sites, total_sz)
+    H = hamiltonian.to_sparse(states)
+    n = H.shape[0]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"k: expected an int in [1, {n}], got {k!r}")
+
+    Q = None
+    if symmetry is not None:
+        if not isinstance(symmetry, Symmetry):
+            raise TypeError(f"symmetry: expected a Symmetry, got {type(symmetry).__name__}")
+        if symmetry.n_sites != hamiltonian.n_sites:
+            raise ValueError(
+                f"symmetry: acts on {symmetry.n_sites} sites, the Hamiltonian on {hamiltonian.n_sites}"
+            )
+        Q = sector_basis(symmetry, states)
+        if np.allclose(symmetry.characters.imag, 0):
+            Q = Q.real.tocsc()
+        if Q.shape[1] < k:
+            raise ValueError(f"symmetry: the sector holds {Q.shape[1]} states, fewer than k={k}")
+        H = (Q.conj().T @ (H @ Q)).tocsr()
+
+    m = H.shape[0]
+    if m <= _DENSE_LIMIT or k >= m - 1:
+        w, v = scipy.linalg.eigh(H.toarray())
+        w, v = w[:k], v[:, :k]
+    else:
+        v0 = np.random.default_rng(0).standard_normal(m).astype(H.dtype)
+        w, v = spla.eigsh(H, k=k, which="SA", v0=v0, tol=0)
+        order = np.argsort(w)
+        w, v = w[order], v[:, order]
+    if Q is not None:
+        v = np.asarray(Q @ v)
+        v = v / np.linalg.norm(v, axis=0, keepdims=True)
+    if k == 1:
+        return float(w[0]), v[:, 0], states
+    return np.asarray(w, dtype=np.float64), v, states
+
+
+def ground_state_energy(hamiltonian: SpinHamiltonian, total_sz="auto", symmetry=None) -> float:
+    """Ground-state energy (float) of ``hamiltonian`` in a sector; see :func:`ground_state`."""
+    return ground_state(hamiltonian, total_sz=total_sz, symmetry=symmetry)[0]
+
+
+def log_psi_on_states(log_psi: Callable, params, states, block: int = 16384) -> np.ndarray:
+    """``log_psi(params, states)`` as a numpy array, evaluated in blocks of ``block`` states."""
+    states = np.asarray(states)
+    out = [np.asarray(log_psi(params, jnp.asarray(states[i : i + block]))) for i in range(0, len(states), block)]
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def exact_probabilities(log_psi: Callable, params, states) -> np.ndarray:
+    """Normalized ``|psi(s)|^2`` over ``states`` (n, n_sites) -> (n,) float64, summing to 1."""
+    lp = log_psi_on_states(log_psi, params, states)
+    logp = 2.0 * np.real(lp).astype(np.float64)
+    logp = logp - np.max(logp)
+    p = np.exp(logp)
+    return p / p.sum()
+
+
+def exact_expectation(
+    hamiltonian: SpinHamiltonian, log_psi: Callable, params, total_sz="auto"
+) -> float:
+    """``<psi|H|psi> / <psi|psi>`` by full enumeration of the sector (float)."""
+    total_sz = resolve_total_sz(hamiltonian, total_sz)
+    states = all_states(hamiltonian.n_sites, total_sz)
+    lp = log_psi_on_states(log_psi, params, states).astype(np.complex128)
+    lp = lp - np.max(lp.real)
+    psi = np.exp(lp)
+    H = hamiltonian.to_sparse(states)
+    num = np.vdot(psi, H @ psi)
+    return float(num.real / np.vdot(psi, psi).real)

@@ -1,0 +1,180 @@
+"""Spin-1/2 configurations: int8 arrays of +1 (up) / -1 (down), shape ``(batch, n_sites)``.
+
+Magnetization sectors are labelled by ``total_sz = sum(s) / 2`` (spin-1/2 units: each
+spin carries Sz = +-1/2), so the sector has ``n_up = n_sites / 2 + total_sz`` up spins;
+``total_sz=None`` means the unconstrained space of all ``2**n_sites`` configurations.
+
+Integer codes (used to index basis states for exact diagonalization): bit ``i`` of the
+code is set when site ``i`` is up. :func:`all_states` lists states by increasing code.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "n_up",
+    "sector_size",
+    "random_states",
+    "all_states",
+    "states_to_codes",
+    "codes_to_states",
+    "state_index",
+    "validate_states",
+]
+
+_MAX_ENUMERATE = 2**27  # states; ~ a few GiB at 24+ sites, beyond any test
+
+
+def _check_n_sites(n_sites) -> int:
+    if isinstance(n_sites, bool) or not isinstance(n_sites, (int, np.integer)) or n_sites < 1:
+        raise ValueError(f"n_sites: expected a positive int, got {n_sites!r}")
+    return int(n_sites)
+
+
+def n_up(n_sites: int, total_sz) -> int | None:
+    """Number of up spins in the sector ``total_sz`` (``None`` for the unconstrained space).
+
+    Raises ValueError when the sector does not exist, e.g. ``total_sz=0`` on an odd
+    number of sites or ``|total_sz| > n_sites / 2``.
+    """
+    n_sites = _check_n_sites(n_sites)
+    if total_sz is None:
+        return None
+    twice = 2 * float(total_sz)
+    if abs(twice - round(twice)) > 1e-12:
+        raise ValueError(f"total_sz: expected a multiple of 1/2, got {total_sz!r}")
+    twice = int(round(twice))
+    if (n_sites + twice) % 2:
+        parity = "an even" if twice % 2 == 0 else "an odd"
+        raise ValueError(
+            f"total_sz: the sector total_sz={total_sz} needs {parity} number of sites, "
+            f"got n_sites={n_sites}"
+        )
+    up = (n_sites + twice) // 2
+    if not 0 <= up <= n_sites:
+        raise ValueError(f"total_sz: |total_sz| must be <= n_sites/2 = {n_sites / 2}, got {total_sz}")
+    return up
+
+
+def sector_size(n_sites: int, total_sz=None) -> int:
+    """Number of configurations in the sector."""
+    up = n_up(n_sites, total_sz)
+    return 2**n_sites if up is None else math.comb(n_sites, up)
+
+
+def random_states(key, n_sites: int, n_states: int, total_sz=0) -> jax.Array:
+    """Uniformly random configurations of the sector, ``(n_states, n_sites)`` int8 (jax array).
+
+    ``total_sz=None``: independent fair coins on every site. Jittable with static sizes.
+    """
+    n_sites = _check_n_sites(n_sites)
+    if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 0:
+        raise ValueError(f"n_states: expected a non-negative int, got {n_states!r}")
+    return _random_states(key, n_sites, int(n_states), n_up(n_sites, total_sz))
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3))
+def _random_states(key, n_sites: int, n_states: int, up: int | None):
+    if up is None:
+        bits = jax.random.bernoulli(key, 0.5, (n_states, n_sites))
+        return jnp.where(bits, 1, -1).astype(jnp.int8)
+    base = jnp.where(jnp.arange(n_sites) < up, 1, -1).astype(jnp.int8)
+    order = jnp.argsort(jax.random.uniform(key, (n_states, n_sites)), axis=1)
+    return base[order]
+
+
+def _sector_codes(n_sites: int, up: int) -> np.ndarray:
+    """Sorted codes with exactly ``up`` set bits among ``n_sites`` (int64), built bit by bit."""
+    # table[k]: sorted codes over the first m bits with k ones; only k that can still reach `up`
+    table = {0: np.zeros(1, dtype=np.int64)}
+    for m in range(n_sites):
+        remaining = n_sites - m - 1
+        new = {}
+        for k in range(max(0, up - remaining), min(up, m + 1) + 1):
+            parts = []
+            if k in table:
+                parts.append(table[k])  # bit m unset: codes < 2**m, listed first
+            if k - 1 in table:
+                parts.append(table[k - 1] | np.int64(1 << m))
+            if parts:
+                new[k] = np.concatenate(parts)
+        table = new
+    return table.get(up, np.zeros(0, dtype=np.int64))
+
+
+def codes_to_states(codes, n_sites: int) -> np.ndarray:
+    """Integer codes ``(...,)`` -> configurations ``(..., n_sites)`` int8 (bit i set = site i up)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    bits = (codes[..., None] >> np.arange(n_sites, dtype=np.int64)) & 1
+    return (2 * bits - 1).astype(np.int8)
+
+
+def states_to_codes(states) -> np.ndarray:
+    """Configurations ``(..., n_sites)`` (+-1) -> integer codes ``(...,)`` int64."""
+    states = np.asarray(states)
+    n = states.shape[-1]
+    if n > 62:
+        raise ValueError(f"states: integer codes hold at most 62 sites, got {n}")
+    weights = np.int64(1) << np.arange(n, dtype=np.int64)
+    return ((states > 0).astype(np.int64) * weights).sum(axis=-1)
+
+
+def all_states(n_sites: int, total_sz=None) -> np.ndarray:
+    """Every configuration of the sector, ``(n, n_sites)`` int8 numpy, ordered by code.
+
+    ``n = 2**n_sites`` for ``total_sz=None``, ``binom(n_sites, n_up)`` otherwise.
+    Raises ValueError above 2**27 states.
+    """
+    n_sites = _check_n_sites(n_sites)
+    size = sector_size(n_sites, total_sz)
+    if size > _MAX_ENUMERATE:
+        raise ValueError(
+            f"n_sites: the sector has {size} states, more than the enumeration limit {_MAX_ENUMERATE}"
+        )
+    up = n_up(n_sites, total_sz)
+    codes = np.arange(2**n_sites, dtype=np.int64) if up is None else _sector_codes(n_sites, up)
+    return codes_to_states(codes, n_sites)
+
+
+def state_index(states, basis_codes: np.ndarray) -> np.ndarray:
+    """Row index of every configuration in a basis given by its sorted codes; -1 where absent."""
+    codes = states_to_codes(states)
+    basis_codes = np.asarray(basis_codes)
+    pos = np.searchsorted(basis_codes, codes)
+    pos_c = np.minimum(pos, len(basis_codes) - 1)
+    found = (len(basis_codes) > 0) & (basis_codes[pos_c] == codes)
+    return np.where(found, pos_c, -1)
+
+
+def validate_states(s, n_sites: int, *, name: str = "s"):
+    """Check a batch of configurations and return it as int8 (same array library).
+
+    Accepts ``(n_sites,)`` or ``(batch, n_sites)`` (numpy or jax). Raises ValueError naming
+    ``name`` for a wrong number of sites or (for concrete arrays) entries other than +-1,
+    TypeError for a non-numeric dtype. Values of traced jax arrays cannot be checked.
+    """
+    n_sites = _check_n_sites(n_sites)
+    if not hasattr(s, "shape"):
+        s = np.asarray(s)
+    if s.ndim not in (1, 2):
+        raise ValueError(f"{name}: expected shape (batch, {n_sites}) or ({n_sites},), got {tuple(s.shape)}")
+    if s.shape[-1] != n_sites:
+        raise ValueError(
+            f"{name}: expected {n_sites} sites on the last axis, got shape {tuple(s.shape)}"
+        )
+    dtype = np.dtype(s.dtype)
+    if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        raise TypeError(f"{name}: expected an integer (int8) array of +-1, got dtype {dtype}")
+    if not isinstance(s, jax.core.Tracer):
+        values = np.asarray(s)
+        if not np.all((values == 1) | (values == -1)):
+            bad = values[(values != 1) & (values != -1)]
+            raise ValueError(f"{name}: entries must be +1 or -1, found {bad.ravel()[:5].tolist()}")
+    if isinstance(s, np.ndarray):
+        return s.astype(np.int8, copy=False)
+    return s.astype(jnp.int8)

@@ -1,0 +1,36 @@
+"""Neural quantum states (flax linen modules).
+
+The rest of quantax_lite sees a model only as ``log_psi = model.apply`` with
+``params = model.init(key, s)``: ``log_psi(params, s)`` maps ``(batch, n_sites)`` spins
+(+1/-1) to ``(batch,)`` log-amplitudes.
+"""
+from .conv import CONV_IMPLEMENTATIONS, ConvResNet, PeriodicConv, ResidualBlock, periodic_neighbour_table
+from .factory import conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs
+from .rbm import RBM, log_cosh
+from .symmetrize import (
+    Symmetrized,
+    group_table,
+    merge_translation_images,
+    translation_perms,
+    weighted_logsumexp,
+)
+
+__all__ = [
+    "CONV_IMPLEMENTATIONS",
+    "ConvResNet",
+    "PeriodicConv",
+    "RBM",
+    "ResidualBlock",
+    "Symmetrized",
+    "conv_param_count",
+    "count_params",
+    "default_conv_architecture",
+    "group_table",
+    "log_cosh",
+    "make_conv_nqs",
+    "make_rbm_nqs",
+    "merge_translation_images",
+    "periodic_neighbour_table",
+    "translation_perms",
+    "weighted_logsumexp",
+]

@@ -1,0 +1,259 @@
+"""Periodic convolutions and the convolutional residual network (flax linen).
+
+Feature maps are ``(batch, *lattice_shape, channels)`` arrays; position ``(x, y)`` of a
+map belongs to lattice site ``x * Ly + y`` (row-major, as everywhere in quantax_lite).
+
+A periodic convolution with a kernel of size ``k`` along every axis maps
+
+    out[r, o] = bias[o] + sum_{a, c} kernel[a, c, o] * in[(r + a - k // 2) mod L, c]
+
+for the ``k**d`` offsets ``a`` in ``{0 .. k-1}**d``. Two implementations share one
+parameter layout (``kernel`` ``(k,)*d + (c_in, c_out)``, ``bias`` ``(c_out,)``), so their
+parameters are interchangeable:
+
+* ``conv="gather"``: the patch tensor (im2col) is gathered with a precomputed periodic
+  neighbour table and contracted with the kernel as one matrix product. The per-sample
+  weight gradient is then a (batched) matrix product, fast on every backend and in both
+  precisions.
+* ``conv="lax"``: ``jax.lax.conv_general_dilated`` on the input padded circularly
+  (``jnp.pad(mode="wrap")``). Under ``jax.vmap(jax.grad(...))`` its weight gradient
+  lowers to a grouped convolution, which XLA:CPU runs very slowly in float64 and which
+  XLA's SPMD partitioner does not keep batch-sharded.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
+
+__all__ = ["periodic_neighbour_table", "PeriodicConv", "ResidualBlock", "ConvResNet", "CONV_IMPLEMENTATIONS"]
+
+CONV_IMPLEMENTATIONS = ("gather", "lax")
+READOUTS = ("sum", "origin")
+
+
+def kernel_offsets(kernel_size: int, ndim: int) -> np.ndarray:
+    """The ``(kernel_size**ndim, ndim)`` int64 displacements a kernel covers, row-major.
+
+    Offsets run from ``-(k // 2)`` to ``k - 1 - k // 2`` along every axis, in the order
+    of the kernel's flattened spatial axes.
+    """
+    k = positive_int(kernel_size, "kernel_size")
+    grid = np.array(list(itertools.product(range(k), repeat=ndim)), dtype=np.int64).reshape(-1, ndim)
+    return grid - k // 2
+
+
+def periodic_neighbour_table(shape, kernel_size: int) -> np.ndarray:
+    """Periodic neighbour table of a kernel on a lattice, ``(n_sites, kernel_size**ndim)`` int32.
+
+    ``table[i, j]`` is the site at ``coords(i) + kernel_offsets(k, ndim)[j]`` (wrapped), with
+    sites numbered row-major over ``shape``.
+    """
+    shape = lattice_shape(shape, "shape")
+    offsets = kernel_offsets(kernel_size, len(shape))
+    coords = np.indices(shape).reshape(len(shape), -1).T
+    neighbours = np.mod(coords[:, None, :] + offsets[None, :, :], np.asarray(shape))
+    return np.ravel_multi_index(tuple(np.moveaxis(neighbours, -1, 0)), shape).astype(np.int32)
+
+
+def _check_conv(conv) -> str:
+    if conv not in CONV_IMPLEMENTATIONS:
+        raise ValueError(f"conv: expected one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
+    return conv
+
+
+class PeriodicConv(nn.Module):
+    """Periodic (circular) convolution on a lattice.
+
+    Attributes:
+      features: output channels.
+      kernel_size: kernel extent along every lattice axis.
+      lattice_shape: ``(L,)`` or ``(Lx, Ly)``.
+      conv: ``"gather"`` (im2col gather + matmul) or ``"lax"`` (``lax.conv_general_dilated``).
+      use_bias: add a per-channel bias.
+      dtype: parameter and compute dtype (float32 or float64).
+
+    Call: ``x`` ``(batch, *lattice_shape, c_in)`` -> ``(batch, *lattice_shape, features)``.
+    """
+
+    features: int
+    kernel_size: int
+    lattice_shape: tuple[int, ...]
+    conv: str = "gather"
+    use_bias: bool = True
+    dtype: Any = jnp.float64
+    kernel_init: Callable = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, x):
+        shape = tuple(self.lattice_shape)
+        ndim, k = len(shape), self.kernel_size
+        dtype = real_dtype(self.dtype)
+        c_in = x.shape[-1]
+        if tuple(x.shape[1:-1]) != shape:
+            raise ValueError(f"x: expected feature maps of shape (batch, *{shape}, channels), got {x.shape}")
+        kernel = self.param("kernel", self.kernel_init, (k,) * ndim + (c_in, self.features), dtype)
+        x = x.astype(dtype)
+        if _check_conv(self.conv) == "gather":
+            y = _gather_conv(x, kernel, shape, k)
+        else:
+            y = _lax_conv(x, kernel, shape, k)
+        if self.use_bias:
+            y = y + self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype)
+        return y
+
+
+def _gather_conv(x, kernel, shape, k):
+    """im2col with a periodic neighbour table, then one matmul."""
+    batch, c_in = x.shape[0], x.shape[-1]
+    n_sites = int(np.prod(shape))
+    table = periodic_neighbour_table(shape, k)  # (N, K), a trace-time constant
+    flat = x.reshape(batch, n_sites, c_in)
+    patches = flat[:, table, :].reshape(batch, n_sites, table.shape[1] * c_in)  # (B, N, K*C)
+    y = patches @ kernel.reshape(table.shape[1] * c_in, -1)
+    return y.reshape(batch, *shape, -1)
+
+
+def _lax_conv(x, kernel, shape, k):
+    """Circular padding, then a VALID ``lax.conv_general_dilated``."""
+    ndim = len(shape)
+    pad = [(0, 0)] + [(k // 2, k - 1 - k // 2)] * ndim + [(0, 0)]
+    x = jnp.pad(x, pad, mode="wrap")
+    spatial = "HWD"[:ndim]
+    numbers = ("N" + spatial + "C", spatial + "IO", "N" + spatial + "C")
+    return lax.conv_general_dilated(x, kernel, (1,) * ndim, "VALID", dimension_numbers=numbers)
+
+
+class ResidualBlock(nn.Module):
+    """Pre-activation residual block: ``x + conv(act(norm(conv(act(norm(x))))))``.
+
+    The normalization is a LayerNorm over the channels at each position (learned scale
+    and bias), so the block is translation-equivariant. ``x``: ``(batch, *shape, channels)``.
+    """
+
+    channels: int
+    kernel_size: int
+    lattice_shape: tuple[int, ...]
+    conv: str = "gather"
+    dtype: Any = jnp.float64
+    activation: Callable = nn.gelu
+
+    def setup(self):
+        dtype = real_dtype(self.dtype)
+        norm = dict(dtype=dtype, param_dtype=dtype, epsilon=1e-5)
+        conv = dict(
+            features=self.channels, kernel_size=self.kernel_size, lattice_shape=tuple(self.lattice_shape),
+            conv=self.conv, dtype=dtype,
+        )
+        self.norm1 = nn.LayerNorm(**norm)
+        self.conv1 = PeriodicConv(**conv)
+        self.norm2 = nn.LayerNorm(**norm)
+        self.conv2 = PeriodicConv(**conv)
+
+    def __call__(self, x):
+        h = self.conv1(self.activation(self.norm1(x)))
+        h = self.conv2(self.activation(self.norm2(h)))
+        return x + h
+
+
+class ConvResNet(nn.Module):
+    """Periodic-convolution residual network giving a complex log-amplitude ``log psi_0(s)``.
+
+    Architecture (``d = len(lattice_shape)``, ``K = kernel_size**d``, ``C = channels``):
+    input periodic conv ``1 -> C`` with bias; ``depth`` :class:`ResidualBlock` s; a final
+    LayerNorm and activation; a per-position linear readout ``C -> 2`` without bias, whose
+    two outputs are the real and imaginary part of the position's log-amplitude
+    contribution ``f_r(s)``. Parameter count ``K*C + C + depth*(2*K*C**2 + 6*C) + 4*C``.
+
+    The trunk is translation-equivariant, so ``f_r(s) = f_0(T_r s)`` for the translation
+    ``T_r`` that brings site ``r`` to the origin. Readouts:
+
+    * ``"sum"``: ``log psi_0(s) = sum_r f_r(s)``, a translation-invariant amplitude (only
+      zero-momentum sectors survive translation symmetrization);
+    * ``"origin"``: ``log psi_0(s) = f_0(s)``, not translation-invariant; symmetrized over
+      translations it gives ``psi(s) = sum_r chi_r exp(f_r(s))``, any momentum.
+
+    The readout weights start at ``final_scale / sqrt(C)`` standard deviation, so the
+    initial state is close to uniform.
+
+    Attributes:
+      lattice_shape: ``(L,)`` or ``(Lx, Ly)``; sites row-major.
+      channels, depth, kernel_size: architecture (``depth`` may be 0).
+      dtype: parameter and compute dtype, ``jnp.float32`` or ``jnp.float64`` (outputs
+        complex64 / complex128).
+      conv: ``"gather"`` or ``"lax"`` (same parameters, same outputs).
+      readout: ``"sum"`` or ``"origin"``.
+      activation: elementwise nonlinearity (default GELU).
+      final_scale: scale of the readout initialization.
+
+    Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype) -> ``(batch,)`` complex.
+    """
+
+    lattice_shape: tuple[int, ...]
+    channels: int = 8
+    depth: int = 2
+    kernel_size: int = 3
+    dtype: Any = jnp.float64
+    conv: str = "gather"
+    readout: str = "sum"
+    activation: Callable = nn.gelu
+    final_scale: float = 1e-2
+
+    def __post_init__(self):
+        object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
+        positive_int(self.channels, "channels")
+        if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
+            raise ValueError(f"depth: expected a non-negative int, got {self.depth!r}")
+        positive_int(self.kernel_size, "kernel_size")
+        _check_conv(self.conv)
+        if self.readout not in READOUTS:
+            raise ValueError(f"readout: expected one of {READOUTS}, got {self.readout!r}")
+        real_dtype(self.dtype)
+        super().__post_init__()
+
+    @property
+    def n_sites(self) -> int:
+        return int(np.prod(self.lattice_shape))
+
+    def setup(self):
+        dtype = real_dtype(self.dtype)
+        shape = tuple(self.lattice_shape)
+        self.input_conv = PeriodicConv(self.channels, self.kernel_size, shape, self.conv, dtype=dtype)
+        self.blocks = [
+            ResidualBlock(self.channels, self.kernel_size, shape, self.conv, dtype, self.activation)
+            for _ in range(self.depth)
+        ]
+        self.final_norm = nn.LayerNorm(dtype=dtype, param_dtype=dtype, epsilon=1e-5)
+        self.readout_dense = nn.Dense(
+            2,
+            use_bias=False,
+            dtype=dtype,
+            param_dtype=dtype,
+            kernel_init=nn.initializers.normal(self.final_scale / np.sqrt(self.channels)),
+        )
+
+    def features(self, s):
+        """Trunk feature maps ``(batch, *lattice_shape, channels)`` (before the final norm)."""
+        s = spin_batch(s, self.n_sites)
+        x = s.astype(real_dtype(self.dtype)).reshape(s.shape[0], *self.lattice_shape, 1)
+        x = self.input_conv(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def position_log_amplitudes(self, s):
+        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex."""
+        x = self.activation(self.final_norm(self.features(s)))
+        out = self.readout_dense(x).reshape(x.shape[0], self.n_sites, 2)
+        return lax.complex(out[..., 0], out[..., 1]).astype(complex_dtype(self.dtype))
+
+    def __call__(self, s):
+        f = self.position_log_amplitudes(s)
+        return f.sum(axis=-1) if self.readout == "sum" else f[:, 0]

@@ -1,0 +1,114 @@
+"""Ready-made neural quantum states for a lattice and a symmetry sector, and parameter counts."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .conv import ConvResNet
+from .rbm import RBM
+from .symmetrize import Symmetrized, group_table, merge_translation_images
+
+__all__ = ["count_params", "default_conv_architecture", "make_conv_nqs", "make_rbm_nqs", "conv_param_count"]
+
+
+def count_params(params) -> int:
+    """Total number of scalar parameters in a pytree (complex leaves count once)."""
+    return int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
+
+
+def conv_param_count(ndim: int, channels: int, depth: int, kernel_size: int) -> int:
+    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 6*C) + 4*C``."""
+    K, C = kernel_size**ndim, channels
+    return K * C + C + depth * (2 * K * C * C + 6 * C) + 4 * C
+
+
+def default_conv_architecture(lattice) -> dict:
+    """Default ``channels``, ``depth``, ``kernel_size`` for a lattice.
+
+    Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2512 parameters);
+    larger (e.g. 6x6) ``C=16, depth=4, k=3`` (19040 parameters). Chains use ``k=5`` (a
+    wider receptive field per layer along the single axis).
+    """
+    small = lattice.n_sites <= 20
+    return dict(
+        channels=8 if small else 16,
+        depth=2 if small else 4,
+        kernel_size=3 if len(lattice.shape) > 1 else 5,
+    )
+
+
+def _lattice_table(lattice, symmetry):
+    if not getattr(lattice, "pbc", True):
+        raise ValueError("lattice: periodic convolutions need periodic boundaries (pbc=True)")
+    if symmetry is None:
+        return None
+    for attr in ("perms", "flips", "characters"):
+        if not hasattr(symmetry, attr):
+            raise TypeError(f"symmetry: expected a Symmetry (with perms, flips, characters) or None, got {symmetry!r}")
+    return group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+
+
+def make_conv_nqs(
+    lattice,
+    symmetry=None,
+    channels: int | None = None,
+    depth: int | None = None,
+    kernel_size: int | None = None,
+    dtype=jnp.float64,
+    conv: str = "gather",
+    readout: str | None = None,
+    merge_translations: bool = False,
+):
+    """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
+
+    Args:
+      lattice: a periodic ``Lattice`` (``shape``, ``n_sites``).
+      symmetry: a ``Symmetry`` (``perms``, ``flips``, ``characters``) or None (no projection:
+        the bare :class:`ConvResNet` is returned).
+      channels, depth, kernel_size: architecture; None takes
+        :func:`default_conv_architecture`.
+      dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
+      conv: ``"gather"`` (default) or ``"lax"``.
+      readout: ``"sum"`` (translation-invariant ``psi_0``), ``"origin"``, or None: ``"sum"``
+        unless the characters cancel on every class of translated elements (a
+        nonzero-momentum sector), then ``"origin"``.
+      merge_translations: with ``readout="sum"``, merge the group elements that differ by a
+        translation (:func:`merge_translation_images`): the same log psi (up to rounding)
+        from ``n_sites`` times fewer images when the group contains every translation.
+
+    Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
+    complex128 (float64) or complex64 (float32).
+    """
+    table = _lattice_table(lattice, symmetry)
+    arch = default_conv_architecture(lattice)
+    arch.update({k: v for k, v in dict(channels=channels, depth=depth, kernel_size=kernel_size).items() if v is not None})
+    merged = None
+    if table is not None and readout in (None, "sum"):
+        try:
+            merged = merge_translation_images(lattice.shape, *table)
+        except ValueError:
+            if readout == "sum":
+                raise ValueError(
+                    "readout: 'sum' gives a translation-invariant psi_0, which vanishes in this "
+                    "nonzero-momentum sector; use readout='origin'"
+                ) from None
+            readout = "origin"
+    readout = readout or "sum"
+    if merge_translations and readout != "sum":
+        raise ValueError("merge_translations: needs readout='sum' (a translation-invariant psi_0)")
+    base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout, **arch)
+    if table is None:
+        return base
+    if merge_translations:
+        return Symmetrized(base, *merged)
+    return Symmetrized(base, *table)
+
+
+def make_rbm_nqs(lattice, symmetry=None, alpha: float = 1, dtype=jnp.float64, complex_output: bool = True):
+    """An :class:`RBM`, projected on the sector of ``symmetry`` when given (lattice may be open)."""
+    base = RBM(alpha=alpha, dtype=dtype, complex_output=complex_output)
+    if symmetry is None:
+        return base
+    perms, flips, chars = group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+    return Symmetrized(base, perms, flips, chars)

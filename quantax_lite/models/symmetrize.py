@@ -1,0 +1,198 @@
+"""Projection of a network onto a symmetry sector: psi(s) = sum_g chi_g psi_0(g s).
+
+Group elements act on configurations as ``(g s)[i] = flips[g] * s[perms[g, i]]``
+(the convention of :mod:`quantax_lite.symmetry`). With characters ``chi`` of a 1-D
+representation, ``psi(g s) = psi(s) / chi_g``, i.e. ``log psi(g s) = log psi(s) - log chi_g``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._checks import lattice_shape, spin_batch
+
+__all__ = [
+    "Symmetrized",
+    "group_table",
+    "weighted_logsumexp",
+    "translation_perms",
+    "merge_translation_images",
+]
+
+# Relative size below which a (summed) character counts as zero.
+_ZERO_WEIGHT = 1e-9
+
+
+def group_table(perms, flips=None, characters=None, n_sites: int | None = None):
+    """Check and normalize a group table.
+
+    Args:
+      perms: ``(G, N)`` ints, every row a permutation of ``range(N)``.
+      flips: ``(G,)`` of +1/-1 (spin inversion), default all +1.
+      characters: ``(G,)`` complex, default all 1.
+      n_sites: expected ``N`` (optional).
+
+    Returns ``(perms int32 (G, N), flips int8 (G,), characters complex128 (G,))`` numpy arrays.
+    """
+    perms = np.asarray(perms)
+    if perms.ndim != 2 or perms.shape[0] < 1:
+        raise ValueError(f"perms: expected an int array of shape (n_elements, n_sites), got shape {perms.shape}")
+    if not np.issubdtype(perms.dtype, np.integer):
+        raise TypeError(f"perms: expected integers, got dtype {perms.dtype}")
+    G, N = perms.shape
+    if n_sites is not None and N != n_sites:
+        raise ValueError(f"perms: expected {n_sites} sites per row (the lattice's), got {N}")
+    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(N), perms.shape)):
+        raise ValueError("perms: every row must be a permutation of range(n_sites)")
+    flips = np.ones(G, np.int8) if flips is None else np.asarray(flips)
+    if flips.shape != (G,) or not np.all(np.isin(flips, (-1, 1))):
+        raise ValueError(f"flips: expected shape ({G},) with entries +1 or -1, got {flips!r}")
+    characters = np.ones(G, np.complex128) if characters is None else np.asarray(characters, np.complex128)
+    if characters.shape != (G,) or not np.all(np.isfinite(characters)):
+        raise ValueError(f"characters: expected {G} finite complex numbers, got shape {characters.shape}")
+    if not np.any(characters != 0):
+        raise ValueError("characters: all zero, the projected state would vanish")
+    return perms.astype(np.int32), flips.astype(np.int8), characters
+
+
+def weighted_logsumexp(log_terms, weights):
+    """``log(sum_g weights[g] * exp(log_terms[..., g]))`` over the last axis, stably.
+
+    Args:
+      log_terms: ``(..., G)`` real or complex jax array.
+      weights: ``(G,)`` numpy complex constants, none of them zero.
+
+    Returns ``(...)``: real when ``log_terms`` is real and every weight is real and positive,
+    complex otherwise (imaginary part = phase, defined mod 2 pi). Where the weighted sum
+    cancels to below the dtype's smallest normal number (e.g. a zero row in a sector whose
+    characters sum to 0), the result is the finite ``log(tiny)`` (about -708 in float64,
+    -87 in float32) instead of ``-inf``, and its gradient is finite.
+    """
+    weights = np.asarray(weights, np.complex128)
+    real_dt = jnp.real(log_terms).dtype
+    real_path = not jnp.iscomplexobj(log_terms) and np.all(weights.imag == 0) and np.all(weights.real > 0)
+    if real_path:
+        t = log_terms + jnp.asarray(np.log(weights.real), real_dt)
+        m = jax.lax.stop_gradient(jnp.max(t, axis=-1, keepdims=True))
+        return m[..., 0] + jnp.log(jnp.sum(jnp.exp(t - m), axis=-1))
+    cdt = jnp.complex128 if real_dt == jnp.float64 else jnp.complex64
+    t = log_terms.astype(cdt) + jnp.asarray(np.log(weights), cdt)
+    m = jax.lax.stop_gradient(jnp.max(t.real, axis=-1, keepdims=True))
+    z = jnp.sum(jnp.exp(t - m), axis=-1)
+    tiny = np.finfo(real_dt).tiny
+    ok = jnp.abs(z) > tiny
+    log_z = jnp.log(jnp.where(ok, z, jnp.ones_like(z)))
+    log_z = jnp.where(ok, log_z, jnp.asarray(np.log(tiny), cdt))
+    return m[..., 0] + log_z
+
+
+class Symmetrized(nn.Module):
+    """A network projected on a symmetry sector: ``psi(s) = sum_g chi_g psi_0(g s)``.
+
+    The ``G`` images ``g s`` of a batch are stacked into one ``(batch * G, N)`` batch and
+    passed through ``base``; the sum is a complex log-sum-exp. Elements whose character
+    is 0 are dropped (they contribute nothing).
+
+    Attributes:
+      base: a module mapping ``(batch, N)`` spins to ``(batch,)`` log-amplitudes ``log psi_0``.
+      perms: ``(G, N)`` ints; ``flips``: ``(G,)`` +1/-1 (default +1); ``characters``: ``(G,)``
+        complex (default 1). Stored as tuples (the module stays hashable).
+
+    Call: ``s`` ``(batch, N)`` -> ``(batch,)`` log psi, complex (real only when ``base`` is
+    real and every character is real and positive).
+    """
+
+    base: nn.Module
+    perms: Any
+    flips: Any = None
+    characters: Any = None
+
+    def __post_init__(self):
+        perms, flips, chars = group_table(self.perms, self.flips, self.characters)
+        keep = np.abs(chars) > 0
+        object.__setattr__(self, "perms", tuple(map(tuple, perms[keep].tolist())))
+        object.__setattr__(self, "flips", tuple(flips[keep].tolist()))
+        object.__setattr__(self, "characters", tuple(chars[keep].tolist()))
+        super().__post_init__()
+
+    @classmethod
+    def from_symmetry(cls, base: nn.Module, symmetry, **kwargs) -> "Symmetrized":
+        """Build from an object with ``perms``, ``flips`` and ``characters`` (a ``Symmetry``)."""
+        return cls(base, symmetry.perms, symmetry.flips, symmetry.characters, **kwargs)
+
+    @property
+    def n_elements(self) -> int:
+        return len(self.perms)
+
+    @property
+    def n_sites(self) -> int:
+        return len(self.perms[0])
+
+    def images(self, s):
+        """The symmetry images ``g s`` of every row, ``(batch, G, N)`` (dtype of ``s``)."""
+        s = spin_batch(s, self.n_sites)
+        perms = np.asarray(self.perms, np.int32)
+        flips = jnp.asarray(np.asarray(self.flips, np.int8), s.dtype)
+        return s[:, perms] * flips[None, :, None]
+
+    def __call__(self, s):
+        images = self.images(s)
+        batch, G, N = images.shape
+        log_psi0 = self.base(images.reshape(batch * G, N))
+        if log_psi0.shape != (batch * G,):
+            raise ValueError(f"base: expected log-amplitudes of shape ({batch * G},), got {log_psi0.shape}")
+        return weighted_logsumexp(log_psi0.reshape(batch, G), np.asarray(self.characters))
+
+
+def translation_perms(shape) -> np.ndarray:
+    """All translations of a periodic lattice as permutations, ``(n_sites, n_sites)`` int32.
+
+    Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site at
+    ``coords(i) + coords(r)`` (wrapped); row 0 is the identity.
+    """
+    shape = lattice_shape(shape, "shape")
+    coords = np.indices(shape).reshape(len(shape), -1).T
+    shifted = np.mod(coords[None, :, :] + coords[:, None, :], np.asarray(shape))
+    return np.ravel_multi_index(tuple(np.moveaxis(shifted, -1, 0)), shape).astype(np.int32)
+
+
+def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT):
+    """Merge the group elements a translation-invariant base network cannot tell apart.
+
+    If ``psi_0(T s) = psi_0(s)`` for every translation ``T`` (e.g. :class:`ConvResNet` with
+    ``readout="sum"``), elements ``g`` and ``T g`` give the same ``psi_0``: the sum
+    ``sum_g chi_g psi_0(g s)`` equals ``sum_c w_c psi_0(r_c s)`` over the classes
+    ``c = {T g}`` with representative ``r_c`` and weight ``w_c = sum_{g in c} chi_g``.
+    Classes whose weight vanishes (below ``atol`` times the largest ``|chi|``) are dropped.
+
+    Returns ``(perms, flips, weights)`` of the representatives; for the full space group
+    of an ``L x L`` lattice (all characters 1) that is ``G / L**2`` elements of weight
+    ``L**2``. Raises ValueError if every weight vanishes (a nonzero-momentum sector: a
+    translation-invariant base cannot represent it).
+    """
+    shape = lattice_shape(shape, "shape")
+    perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)))
+    T = translation_perms(shape)
+    classes: dict = {}
+    order = []
+    for g in range(perms.shape[0]):
+        translated = perms[g][T]  # the perms of T_r o g for every r: (T_r (g s))[i] = (g s)[T[r, i]]
+        key = (int(flips[g]), min(map(tuple, translated.tolist())))
+        if key not in classes:
+            classes[key] = [g, 0j]
+            order.append(key)
+        classes[key][1] += characters[g]
+    scale = np.abs(characters).max()
+    reps = [classes[k] for k in order if abs(classes[k][1]) > atol * scale]
+    if not reps:
+        raise ValueError(
+            "characters: the weights of every translation class cancel (a nonzero-momentum "
+            "sector); a translation-invariant base network cannot represent it"
+        )
+    idx = np.array([g for g, _ in reps])
+    weights = np.array([w for _, w in reps], np.complex128)
+    return perms[idx], flips[idx], weights

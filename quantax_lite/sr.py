@@ -1,0 +1,518 @@
+"""Stochastic reconfiguration (SR) and MinSR: the natural-gradient update.
+
+Notation. ``jac`` is the per-sample Jacobian O[s, k] = d log psi(s) / d theta_k of
+``N`` samples drawn from |psi|^2 (shape ``(N, P)``), ``e_loc`` the local energies
+(shape ``(N,)``). With the centered, normalized quantities
+
+    Ō = (O - <O>) / sqrt(N),      ε = (E_loc - <E_loc>) / sqrt(N),
+
+SR solves the ``P x P`` system
+
+    (S + eps I) dtheta = F,       S = Ō^H Ō,   F = Ō^H ε,
+
+and MinSR (for ``N < P``) the ``N x N`` one, through the push-through identity
+
+    dtheta = Ō^H (T + eps I)^-1 ε,   T = Ō Ō^H,
+
+which gives the same ``dtheta`` as SR for the same ``eps``.
+
+Real parameters (the default, ``real_params=True``) with a complex ``jac`` use
+the real formulation: the rows of Ō and ε are stacked as ``[Re; Im]``, so
+S = Re(Ō^H Ō), F = Re(Ō^H ε) and T is ``2N x 2N``; the update is real. With
+``real_params=False`` (holomorphic networks with complex parameters) the
+complex formulation is solved and the update is complex.
+
+Sign convention. ``F`` is half the energy gradient (for real parameters,
+dE/dtheta = 2 F), and ``dtheta`` is a *descent direction*, used like a gradient:
+
+    params_new = params - lr * dtheta        (imaginary-time evolution)
+
+so ``optax.sgd(lr)`` (whose update is ``-lr * grads``) applied to
+``grads = dtheta`` performs exactly this step (see :func:`natural_gradient`).
+
+Regularization. ``eps = diag_shift + diag_scale * trace(S) / P``: an absolute
+shift plus a shift relative to the mean diagonal of S. ``trace(S) = trace(T)``,
+so SR and MinSR use the same ``eps`` and agree.
+
+Solver. A Cholesky solve; if the factor or the solution is not finite, or the
+factor shows the matrix to be numerically singular (smallest pivot^2 below
+``rcond`` times the largest), an eigendecomposition pseudo-inverse that drops
+eigenvalues below ``rcond`` times the largest is used instead (decided inside
+jit with ``lax.cond``).
+
+Precision. The matrices are formed and solved in float64 (complex128) even when
+``jac`` is float32/complex64: ``jac`` is converted block by block (``block_size``
+rows or columns at a time), so no float64 copy of the whole Jacobian is made.
+This needs ``jax_enable_x64``; without it :func:`sr_direction` raises a
+``RuntimeError`` rather than silently solving in float32.
+
+Several devices. ``jac`` is sample-sharded over the mesh (as returned by
+:func:`quantax_lite.jacobian.jacobian`). The solve runs in one ``jax.shard_map``:
+
+* SR: each device forms its rows' contribution to S and F, then ``psum``
+  (all-reduce of ``P x P`` and ``P``); ``jac`` never leaves its device.
+* MinSR: every entry of T couples two samples that may live on different
+  devices, so some data of ``jac`` must move. It is re-sharded from samples to
+  parameters with one ``all_to_all`` (each device then holds all samples for
+  ``P / D`` parameters: the same per-device memory as before, never the whole
+  ``jac``), each device forms its parameters' contribution to T and the ``N x N``
+  sum is an all-reduce; the ``(P / D)`` slice of ``dtheta`` is then local. An
+  all-gather of ``jac`` would move the same bytes but hold all ``N x P`` entries
+  on every device. The local energies (``N`` numbers) are all-gathered.
+
+The small ``N x N`` (or ``P x P``) system itself is solved redundantly on every
+device.
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.flatten_util import ravel_pytree
+from jax.sharding import Mesh, PartitionSpec
+
+__all__ = [
+    "SRInfo",
+    "sr_direction",
+    "solve_psd",
+    "natural_gradient",
+    "unravel_like",
+]
+
+_METHODS = ("auto", "sr", "minsr")
+# Default bytes of one float64 block of the Jacobian converted at a time.
+_BLOCK_BYTES = 64 * 2**20
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["eps", "used_fallback"], meta_fields=["method"])
+@dataclasses.dataclass(frozen=True)
+class SRInfo:
+    """Diagnostics of one SR / MinSR solve (a pytree: can leave a jitted function).
+
+    method: "sr" or "minsr", the path taken (static).
+    eps: the diagonal shift actually added (float64 scalar).
+    used_fallback: True where the eigendecomposition pseudo-inverse replaced
+      the Cholesky solve (bool scalar).
+    """
+
+    method: str
+    eps: jax.Array
+    used_fallback: jax.Array
+
+
+# --------------------------------------------------------------------------------------
+# Dense solver
+# --------------------------------------------------------------------------------------
+
+
+def _pinv_solve(a: jax.Array, b: jax.Array, rcond: float) -> jax.Array:
+    """x = A^+ b for a Hermitian PSD A via eigh, eigenvalues < rcond * max dropped."""
+    w, v = jnp.linalg.eigh(a)
+    w_max = jnp.max(jnp.abs(w))
+    keep = w > rcond * w_max
+    w_inv = jnp.where(keep, 1.0 / jnp.where(keep, w, 1.0), 0.0)
+    return v @ (w_inv * (v.conj().T @ b))
+
+
+def solve_psd(a: jax.Array, b: jax.Array, *, rcond: float = 1e-12) -> tuple[jax.Array, jax.Array]:
+    """Solve A x = b for a Hermitian positive (semi-)definite A.
+
+    Cholesky first; falls back to an eigendecomposition pseudo-inverse (cutoff
+    ``rcond`` relative to the largest eigenvalue) when the Cholesky factor or the
+    solution is not finite, or the smallest squared pivot is below ``rcond``
+    times the largest (numerically singular A). Jittable.
+
+    Args:
+      a: (n, n) Hermitian matrix.
+      b: (n,) right-hand side.
+      rcond: relative cutoff, a float in [0, 1).
+
+    Returns:
+      (x, used_fallback): x of shape (n,), used_fallback a bool scalar.
+    """
+    l_factor = jnp.linalg.cholesky(a)
+    x_chol = jax.scipy.linalg.cho_solve((l_factor, True), b)
+    pivots2 = jnp.abs(jnp.diagonal(l_factor)) ** 2
+    ok = (
+        jnp.all(jnp.isfinite(l_factor))
+        & jnp.all(jnp.isfinite(x_chol))
+        & (jnp.min(pivots2) > rcond * jnp.max(pivots2))
+    )
+    x = lax.cond(ok, lambda: x_chol, lambda: _pinv_solve(a, b, rcond))
+    return x, jnp.logical_not(ok)
+
+
+# --------------------------------------------------------------------------------------
+# Blocked, float64 formation of S, F, T
+# --------------------------------------------------------------------------------------
+
+
+def _tree_add(a, b):
+    return jax.tree.map(jnp.add, a, b)
+
+
+def _blocked_sum(fn: Callable[[Any, int], Any], n: int, block: int):
+    """sum over blocks of fn(start, size): full blocks in a fori_loop, a static remainder."""
+    n_full, rem = divmod(n, block)
+    if n_full == 0:
+        return fn(0, rem)
+    if n_full == 1:
+        acc = fn(0, block)
+    else:
+        acc = lax.fori_loop(
+            1, n_full, lambda i, a: _tree_add(a, fn(i * block, block)), fn(0, block)
+        )
+    if rem:
+        acc = _tree_add(acc, fn(n_full * block, rem))
+    return acc
+
+
+def _blocked_concat(fn: Callable[[Any, int], jax.Array], n: int, block: int, dtype) -> jax.Array:
+    """concatenate fn(start, size) (1-D, length size) over blocks of [0, n)."""
+    n_full, rem = divmod(n, block)
+    if n_full == 0 or (n_full == 1 and rem == 0):
+        return fn(0, n)
+    out = jnp.zeros((n,), dtype)
+
+    def body(i, buf):
+        return lax.dynamic_update_slice_in_dim(buf, fn(i * block, block), i * block, 0)
+
+    out = lax.fori_loop(0, n_full, body, out)
+    if rem:
+        out = lax.dynamic_update_slice_in_dim(out, fn(n_full * block, rem), n_full * block, 0)
+    return out
+
+
+def _default_block(other_dim: int, itemsize: int) -> int:
+    return int(max(128, _BLOCK_BYTES // max(1, other_dim * itemsize)))
+
+
+def _stack_real(x: jax.Array, axis: int = 0) -> jax.Array:
+    """[Re x; Im x] along ``axis`` (x itself if x is real)."""
+    if not jnp.iscomplexobj(x):
+        return x
+    return jnp.concatenate([x.real, x.imag], axis=axis)
+
+
+def _axis_name(mesh: Mesh):
+    names = tuple(mesh.axis_names)
+    return names[0] if len(names) == 1 else names
+
+
+def _row_weights(n_loc, n, axis):
+    """1.0 for this device's real rows, 0.0 for padding rows (global index >= n)."""
+    start = lax.axis_index(axis) * n_loc
+    return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
+
+
+def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis):
+    """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``."""
+    cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
+    if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
+        out_dt = jnp.float64
+    else:
+        out_dt = jnp.complex128
+    n_loc, n_par = jac.shape
+    w = _row_weights(n_loc, n, axis)
+    # global means (the convert fuses into the reduction: no float64 copy of jac)
+    o_mean = lax.psum(jnp.einsum("s,sk->k", w, jac.astype(cdt)), axis) / n
+    e_mean = lax.psum(jnp.sum(w * e), axis) / n
+    e_c = (e - e_mean) * w / np.sqrt(n)
+
+    def block_terms(start, size):
+        ob = lax.dynamic_slice_in_dim(jac, start, size, 0).astype(cdt)
+        wb = lax.dynamic_slice_in_dim(w, start, size, 0)
+        ob = (ob - o_mean) * (wb / np.sqrt(n))[:, None]
+        eb = lax.dynamic_slice_in_dim(e_c, start, size, 0)
+        if real:
+            if jnp.iscomplexobj(ob):
+                eb_i = eb.imag if jnp.iscomplexobj(eb) else jnp.zeros_like(eb)
+                s = ob.real.T @ ob.real + ob.imag.T @ ob.imag
+                f = ob.real.T @ eb.real + ob.imag.T @ eb_i
+            else:
+                s = ob.T @ ob
+                f = ob.T @ (eb.real if jnp.iscomplexobj(eb) else eb)
+        else:
+            s = ob.conj().T @ ob
+            f = ob.conj().T @ eb
+        return s.astype(out_dt), f.astype(out_dt)
+
+    s, f = _blocked_sum(block_terms, n_loc, block)
+    s = lax.psum(s, axis)
+    f = lax.psum(f, axis)
+    diag_shift, diag_scale = eps_args
+    eps = diag_shift + diag_scale * jnp.real(jnp.trace(s)) / n_par
+    x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), f, rcond=rcond)
+    return x, eps, fallback
+
+
+def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
+    """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D)."""
+    cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
+    jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
+    e = lax.all_gather(e, axis, tiled=True)
+    n_rows, p_loc = jac_p.shape
+    w = (jnp.arange(n_rows) < n).astype(jnp.float64)
+    e_c = (e - jnp.sum(w * e) / n) * w / np.sqrt(n)
+    if real:
+        rhs = _stack_real(e_c) if jnp.iscomplexobj(jac) else e_c.real
+        rhs = rhs.astype(jnp.float64)
+    else:
+        rhs = e_c.astype(jnp.complex128 if (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)) else jnp.float64)
+
+    def centered_block(start, size):
+        ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(cdt)
+        mean = jnp.einsum("s,sk->k", w, ob) / n
+        ob = (ob - mean) * (w / np.sqrt(n))[:, None]
+        if real:
+            ob = _stack_real(ob, axis=0)
+        return ob
+
+    def gram_block(start, size):
+        ob = centered_block(start, size)
+        return ob @ ob.conj().T
+
+    t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
+    diag_shift, diag_scale = eps_args
+    eps = diag_shift + diag_scale * jnp.real(jnp.trace(t)) / n_par
+    dt = jnp.result_type(t, rhs)
+    t = t.astype(dt)
+    y, fallback = solve_psd(t + eps * jnp.eye(t.shape[0], dtype=dt), rhs.astype(dt), rcond=rcond)
+    x = _blocked_concat(
+        lambda start, size: centered_block(start, size).conj().T @ y, p_loc, block, t.dtype
+    )
+    return x, eps, fallback
+
+
+def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size):
+    if not hasattr(jac, "shape") or jnp.ndim(jac) != 2:
+        raise ValueError(
+            f"sr_direction: `jac` must be a 2-D array (n_samples, n_params), got shape "
+            f"{getattr(jac, 'shape', type(jac))}."
+        )
+    if not hasattr(e_loc, "shape") or jnp.ndim(e_loc) != 1 or e_loc.shape[0] != jac.shape[0]:
+        raise ValueError(
+            f"sr_direction: `e_loc` must be a 1-D array of length n_samples = {jac.shape[0]}, "
+            f"got shape {getattr(e_loc, 'shape', type(e_loc))}."
+        )
+    if jac.shape[0] < 1 or jac.shape[1] < 1:
+        raise ValueError(f"sr_direction: `jac` has an empty dimension: shape {jac.shape}.")
+    for name, val in (("diag_shift", diag_shift), ("diag_scale", diag_scale)):
+        if not isinstance(val, jax.Array) and (not np.isscalar(val) or not val >= 0):
+            raise ValueError(f"sr_direction: `{name}` must be a number >= 0, got {val!r}.")
+    if method not in _METHODS:
+        raise ValueError(f"sr_direction: `method` must be one of {_METHODS}, got {method!r}.")
+    if not (0 <= rcond < 1):
+        raise ValueError(f"sr_direction: `rcond` must be in [0, 1), got {rcond!r}.")
+    if block_size is not None and (not isinstance(block_size, (int, np.integer)) or block_size <= 0):
+        raise ValueError(f"sr_direction: `block_size` must be a positive int or None, got {block_size!r}.")
+
+
+def choose_method(n_samples: int, n_params: int, *, complex_jac: bool, real_params: bool = True) -> str:
+    """"minsr" when the sample-space system is smaller than the parameter-space one.
+
+    The sample-space dimension is ``2 n_samples`` in the real formulation of a
+    complex Jacobian with real parameters, ``n_samples`` otherwise.
+    """
+    rows = 2 * n_samples if (complex_jac and real_params) else n_samples
+    return "minsr" if rows < n_params else "sr"
+
+
+def sr_direction(
+    jac: jax.Array,
+    e_loc: jax.Array,
+    *,
+    diag_shift: float = 1e-4,
+    diag_scale: float = 0.0,
+    method: str = "auto",
+    real_params: bool = True,
+    rcond: float = 1e-12,
+    block_size: int | None = None,
+    mesh: Mesh | None = None,
+    return_info: bool = False,
+):
+    """The SR / MinSR update direction dtheta (descent: params - lr * dtheta).
+
+    Args:
+      jac: (N, P) raw (uncentered, unnormalized) Jacobian d log psi / d theta,
+        float32/64 or complex64/128, ideally sample-sharded over ``mesh``.
+      e_loc: (N,) local energies (real or complex).
+      diag_shift: absolute diagonal shift (>= 0).
+      diag_scale: relative shift, in units of the mean diagonal trace(S)/P (>= 0).
+        The shift added is ``diag_shift + diag_scale * trace(S) / P``.
+      method: "sr" (P x P system), "minsr" (N x N, or 2N x 2N real-stacked), or
+        "auto" (the smaller; see :func:`choose_method`).
+      real_params: the parameters are real: solve the real formulation
+        (update real). False: complex (holomorphic) parameters, complex update.
+      rcond: relative eigenvalue cutoff of the pseudo-inverse fallback, and the
+        pivot threshold that triggers it.
+      block_size: rows (SR) or columns (MinSR) of ``jac`` converted to float64 at
+        a time; default: about 64 MiB of float64 per block.
+      mesh: device mesh; default ``make_mesh()`` over every device.
+      return_info: also return an :class:`SRInfo`.
+
+    Returns:
+      dtheta of shape (P,), float64 (complex128 with ``real_params=False`` and a
+      complex ``jac`` or ``e_loc``); with ``return_info``, ``(dtheta, info)``.
+
+    Raises:
+      ValueError: bad shapes or options. RuntimeError: float64 (``jax_enable_x64``)
+      is not enabled.
+    """
+    _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size)
+    if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+        raise RuntimeError(
+            "sr_direction: the SR solve runs in float64, but float64 is disabled. Call "
+            "jax.config.update('jax_enable_x64', True) at start-up (the network may still "
+            "run in float32)."
+        )
+    from quantax_lite.utils.mesh import make_mesh
+
+    mesh = make_mesh() if mesh is None else mesh
+    n, n_par = jac.shape
+    real = bool(real_params)
+    if method == "auto":
+        method = choose_method(n, n_par, complex_jac=jnp.iscomplexobj(jac), real_params=real)
+    eps_args = (jnp.asarray(diag_shift, jnp.float64), jnp.asarray(diag_scale, jnp.float64))
+    x, eps, fallback = _solve(
+        jac, e_loc, eps_args, method=method, real=real, rcond=float(rcond),
+        block_size=block_size, mesh=mesh,
+    )
+    if return_info:
+        return x, SRInfo(method=method, eps=eps, used_fallback=fallback)
+    return x
+
+
+@partial(jax.jit, static_argnames=("method", "real", "rcond", "block_size", "mesh"))
+def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
+    """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
+    from quantax_lite.utils.mesh import mesh_size
+
+    n_dev = mesh_size(mesh)
+    axis = _axis_name(mesh)
+    n, n_par = jac.shape
+    complex_jac = jnp.iscomplexobj(jac)
+    # pad samples to a multiple of the device count; padded rows get weight 0
+    n_pad = -(-n // n_dev) * n_dev
+    if n_pad != n:
+        jac = jnp.pad(jac, ((0, n_pad - n), (0, 0)))
+        e_loc = jnp.pad(e_loc, (0, n_pad - n))
+    row = PartitionSpec(axis)
+    rep = PartitionSpec()
+
+    if method == "sr":
+        block = block_size or _default_block(n_par, 16 if complex_jac else 8)
+        kernel = partial(_sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis)
+        out_specs = (rep, rep, rep)
+        p_pad = n_par
+    else:
+        p_pad = -(-n_par // n_dev) * n_dev
+        if p_pad != n_par:
+            jac = jnp.pad(jac, ((0, 0), (0, p_pad - n_par)))
+        rows = (2 if complex_jac and real else 1) * n_pad
+        block = block_size or _default_block(rows, 8)
+        kernel = partial(
+            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis
+        )
+        out_specs = (row, rep, rep)
+
+    mapped = jax.shard_map(
+        lambda j, e, ea: kernel(j, e, eps_args=ea), mesh=mesh,
+        in_specs=(row, row, (rep, rep)), out_specs=out_specs, check_vma=False,
+    )
+    x, eps, fallback = mapped(jac, e_loc, eps_args)
+    if p_pad != n_par:
+        x = x[:n_par]
+    return x, eps, fallback
+
+
+# --------------------------------------------------------------------------------------
+# optax-style use
+# --------------------------------------------------------------------------------------
+
+
+def unravel_like(flat: jax.Array, params: Any) -> Any:
+    """Split a flat (P,) vector into the pytree structure of ``params``.
+
+    Leaf order is that of ``jax.flatten_util.ravel_pytree(params)``; each leaf is
+    cast to the dtype of the matching parameter (a float64 update of float32
+    parameters becomes float32; the imaginary part of a complex update of real
+    parameters is an error).
+    """
+    flat_params, unravel = ravel_pytree(params)
+    if flat.shape != flat_params.shape:
+        raise ValueError(
+            f"unravel_like: `flat` has shape {flat.shape}, expected {flat_params.shape} "
+            "(the number of parameters)."
+        )
+    leaves_dtype = jax.tree.map(lambda p: jnp.result_type(p), params)
+    if jnp.iscomplexobj(flat) and not any(
+        jnp.issubdtype(d, jnp.complexfloating) for d in jax.tree.leaves(leaves_dtype)
+    ):
+        raise TypeError(
+            "unravel_like: a complex update for real parameters; solve with real_params=True."
+        )
+    # unravel in the update's own dtype, then cast each leaf to its parameter's dtype
+    pieces = []
+    start = 0
+    for p in jax.tree.leaves(params):
+        size = int(np.size(p))
+        pieces.append(flat[start : start + size].reshape(np.shape(p)))
+        start += size
+    tree = jax.tree.unflatten(jax.tree.structure(params), pieces)
+    return jax.tree.map(
+        lambda u, p: (u if jnp.iscomplexobj(p) else jnp.real(u)).astype(jnp.result_type(p)),
+        tree,
+        params,
+    )
+
+
+def natural_gradient(
+    log_psi: Callable,
+    params: Any,
+    samples: jax.Array,
+    e_loc: jax.Array,
+    *,
+    chunk_size: int | None = None,
+    holomorphic: bool = False,
+    mesh: Mesh | None = None,
+    return_info: bool = False,
+    **sr_options,
+):
+    """The SR / MinSR update as a pytree shaped like ``params``, for any optax optimizer.
+
+    Computes the Jacobian of ``log_psi`` on ``samples`` in chunks
+    (:func:`quantax_lite.jacobian.jacobian`), solves for dtheta
+    (:func:`sr_direction`, options in ``sr_options``), and unravels it. The
+    result is a descent direction used in place of a gradient::
+
+        update = natural_gradient(log_psi, params, samples, e_loc, chunk_size=64)
+        updates, opt_state = optimizer.update(update, opt_state, params)
+        params = optax.apply_updates(params, updates)   # sgd: params - lr * dtheta
+
+    Args:
+      log_psi: ``log_psi(params, s) -> (batch,)``.
+      params: the parameters (pytree).
+      samples: (N, n_sites) int8 configurations drawn from |psi|^2.
+      e_loc: (N,) their local energies.
+      chunk_size: per-device rows per Jacobian chunk (bounds memory).
+      holomorphic: complex parameters and a holomorphic ``log_psi`` (then the
+        complex formulation is solved: ``real_params=False``).
+      mesh: device mesh; default every device.
+      return_info: also return the :class:`SRInfo`.
+
+    Returns:
+      A pytree like ``params`` (same dtypes), or ``(update, info)``.
+    """
+    from quantax_lite.jacobian import jacobian
+
+    jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
+    sr_options.setdefault("real_params", not holomorphic)
+    out = sr_direction(jac, e_loc, mesh=mesh, return_info=True, **sr_options)
+    update = unravel_like(out[0], params)
+    return (update, out[1]) if return_info else update

@@ -1,0 +1,455 @@
+"""Symmetry groups of a lattice as permutation tables with characters.
+
+An element ``g`` acts on a spin configuration ``s`` (``(..., n_sites)``, entries +-1) as
+
+    (g s)[i] = flips[g] * s[perms[g, i]]
+
+(a site permutation, optionally followed by global spin inversion). Applying ``h``
+first and then ``g`` gives the element with ``perms = perms[h][perms[g]]`` and
+``flips = flips[g] * flips[h]``.
+
+Sector convention. A state in the sector with characters ``chi`` is the projection
+
+    psi(s) = sum_g chi[g] * psi_0(g s),   hence   psi(g s) = psi(s) / chi[g],
+    i.e.  log psi(g s) = log psi(s) - log chi[g],
+
+which holds because ``chi`` is a one-dimensional representation,
+``chi(g h) = chi(g) chi(h)``. Every :class:`Symmetry` is checked on construction: each row
+of ``perms`` is a permutation, ``flips`` are +-1, the identity is an element, no element
+is repeated, the set is closed under composition and ``characters`` is a 1-D
+representation. Violations raise ``ValueError``.
+
+Momentum. ``translations(lattice, momentum=k)`` gives the translation ``T_r``
+(``(T_r s)[x] = s[x + r]``) the character ``chi(T_r) = exp(+i k.r)``, so a state of the
+sector satisfies ``psi(T_r s) = exp(-i k.r) psi(s)``: a single spin flip at ``x`` carries
+the plane wave ``exp(+i k.x)`` (the usual meaning of "momentum k"). ``k`` is in radians
+and must be a multiple of ``2 pi / L`` along every axis.
+
+Spin inversion maps the sector of magnetization ``Sz`` to ``-Sz``; it is a symmetry of a
+sector only for ``Sz = 0`` (or in the unconstrained space), so use :func:`spin_inversion`
+only there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from functools import cached_property
+
+import numpy as np
+
+from .lattice import Lattice
+
+__all__ = [
+    "Symmetry",
+    "identity",
+    "translations",
+    "point_group",
+    "spin_inversion",
+    "product",
+    "full_symmetry",
+]
+
+_ATOL = 1e-10
+
+
+def _element_key(perm: np.ndarray, flip: int) -> bytes:
+    return np.ascontiguousarray(perm, dtype=np.int32).tobytes() + (b"+" if flip > 0 else b"-")
+
+
+def _compose(perm_g, flip_g, perm_h, flip_h):
+    """The element "apply h, then g"."""
+    return perm_h[perm_g], flip_g * flip_h
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Symmetry:
+    """A finite group of site permutations (with optional spin inversion) and its characters.
+
+    Attributes:
+      perms: ``(G, n_sites)`` int32, ``(g s)[i] = flips[g] * s[perms[g, i]]``.
+      flips: ``(G,)`` int8, +1 or -1 (global spin inversion).
+      characters: ``(G,)`` complex128, a 1-D representation of the group.
+
+    Arrays are read-only; instances are hashable and compare by value, so they can be
+    attributes of flax modules or static arguments of ``jax.jit``.
+    """
+
+    perms: np.ndarray
+    flips: np.ndarray
+    characters: np.ndarray
+
+    def __post_init__(self):
+        perms = np.array(self.perms, copy=True)
+        if perms.ndim != 2 or perms.shape[0] == 0 or perms.shape[1] == 0:
+            raise ValueError(f"perms: expected a (G, n_sites) integer array, got shape {perms.shape}")
+        if not np.issubdtype(perms.dtype, np.integer):
+            raise TypeError(f"perms: expected an integer array, got dtype {perms.dtype}")
+        G, n = perms.shape
+        if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(n), (G, n))):
+            raise ValueError(f"perms: every row must be a permutation of range({n})")
+        perms = perms.astype(np.int32)
+
+        flips = np.array(self.flips, copy=True)
+        if flips.shape != (G,):
+            raise ValueError(f"flips: expected shape ({G},), got {flips.shape}")
+        if not np.all((flips == 1) | (flips == -1)):
+            raise ValueError("flips: entries must be +1 or -1")
+        flips = flips.astype(np.int8)
+
+        chars = np.array(self.characters, dtype=np.complex128, copy=True)
+        if chars.shape != (G,):
+            raise ValueError(f"characters: expected shape ({G},), got {chars.shape}")
+        if not np.all(np.isfinite(chars)):
+            raise ValueError("characters: entries must be finite")
+
+        for a in (perms, flips, chars):
+            a.setflags(write=False)
+        object.__setattr__(self, "perms", perms)
+        object.__setattr__(self, "flips", flips)
+        object.__setattr__(self, "characters", chars)
+        self._validate_group()
+
+    # ------------------------------------------------------------------ validation
+    def _validate_group(self):
+        G, n = self.perms.shape
+        index = {}
+        for g in range(G):
+            key = _element_key(self.perms[g], self.flips[g])
+            if key in index:
+                raise ValueError(
+                    f"perms/flips: elements {index[key]} and {g} are the same group element "
+                    "(every element must appear once)"
+                )
+            index[key] = g
+        e = _element_key(np.arange(n), 1)
+        if e not in index:
+            raise ValueError("perms/flips: the identity element is missing")
+        if abs(self.characters[index[e]] - 1) > _ATOL:
+            raise ValueError(
+                f"characters: the identity must have character 1, got {self.characters[index[e]]}"
+            )
+
+        # Grow the generated subgroup from a greedy generating set; every product of an
+        # element with a generator must lie in the set (closure) and respect the characters.
+        generators: list[int] = []
+        reached = {index[e]}
+        for g in range(G):
+            if g in reached:
+                continue
+            generators.append(g)
+            reached = {index[e]}
+            frontier = [index[e]]
+            while frontier:
+                new = []
+                for x in frontier:
+                    for a in generators:
+                        p, f = _compose(self.perms[x], self.flips[x], self.perms[a], self.flips[a])
+                        y = index.get(_element_key(p, f))
+                        if y is None:
+                            raise ValueError(
+                                f"perms/flips: not closed under composition (element {a} "
+                                f"applied before element {x} gives an element outside the group)"
+                            )
+                        expected = self.characters[x] * self.characters[a]
+                        if abs(self.characters[y] - expected) > 1e-8:
+                            raise ValueError(
+                                "characters: not a one-dimensional representation "
+                                f"(chi[{y}] = {self.characters[y]:.6g} but chi[{x}] * chi[{a}] "
+                                f"= {expected:.6g}); the chosen sector does not fit this group"
+                            )
+                        if y not in reached:
+                            reached.add(y)
+                            new.append(y)
+                frontier = new
+        object.__setattr__(self, "_generators", tuple(generators))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_elements(self) -> int:
+        return int(self.perms.shape[0])
+
+    @property
+    def n_sites(self) -> int:
+        return int(self.perms.shape[1])
+
+    @property
+    def generators(self) -> tuple[int, ...]:
+        """Indices of a generating set of the group."""
+        return self._generators
+
+    @property
+    def has_spin_inversion(self) -> bool:
+        return bool(np.any(self.flips < 0))
+
+    @property
+    def is_trivial_sector(self) -> bool:
+        """All characters equal 1 (the fully symmetric sector)."""
+        return bool(np.allclose(self.characters, 1.0, atol=_ATOL))
+
+    @cached_property
+    def inverse(self) -> np.ndarray:
+        """Index of the inverse of every element, ``(G,)`` int."""
+        index = {_element_key(p, f): g for g, (p, f) in enumerate(zip(self.perms, self.flips))}
+        inv = np.empty(self.n_elements, dtype=np.int64)
+        for g in range(self.n_elements):
+            inv[g] = index[_element_key(np.argsort(self.perms[g]), self.flips[g])]
+        inv.setflags(write=False)
+        return inv
+
+    # ------------------------------------------------------------------ action
+    def apply(self, s):
+        """All images ``g s``: ``s`` (..., n_sites) -> (..., G, n_sites), same array type and dtype.
+
+        Works on numpy and jax arrays (also inside ``jax.jit``).
+        """
+        if s.shape[-1] != self.n_sites:
+            raise ValueError(f"s: expected last axis of length {self.n_sites}, got shape {s.shape}")
+        images = s[..., self.perms]
+        if self.has_spin_inversion:
+            images = images * self.flips.astype(images.dtype)[:, None]
+        return images
+
+    # ------------------------------------------------------------------ algebra
+    def __mul__(self, other: "Symmetry") -> "Symmetry":
+        return product(self, other)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Symmetry):
+            return NotImplemented
+        return (
+            self.perms.shape == other.perms.shape
+            and np.array_equal(self.perms, other.perms)
+            and np.array_equal(self.flips, other.flips)
+            and np.array_equal(self.characters, other.characters)
+        )
+
+    def __hash__(self) -> int:
+        return hash(
+            (self.perms.shape, self.perms.tobytes(), self.flips.tobytes(), self.characters.tobytes())
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Symmetry(n_elements={self.n_elements}, n_sites={self.n_sites}, "
+            f"spin_inversion={self.has_spin_inversion}, trivial_sector={self.is_trivial_sector})"
+        )
+
+
+# ---------------------------------------------------------------------- builders
+def _from_elements(elements, n_sites: int) -> Symmetry:
+    """Build a Symmetry from ``(perm, flip, character)`` triples, merging repeated elements.
+
+    Raises ValueError when one element appears with two different characters.
+    """
+    seen: dict[bytes, int] = {}
+    perms, flips, chars = [], [], []
+    for perm, flip, chi in elements:
+        key = _element_key(perm, flip)
+        if key in seen:
+            j = seen[key]
+            if abs(chars[j] - chi) > 1e-8:
+                raise ValueError(
+                    "characters: one group element is reached twice with different characters "
+                    f"({chars[j]:.6g} and {chi:.6g}); the sector is not allowed for this lattice"
+                )
+            continue
+        seen[key] = len(perms)
+        perms.append(np.asarray(perm, dtype=np.int32))
+        flips.append(int(flip))
+        chi = complex(chi)
+        # exp(i k r) leaves ~1e-16 rounding; snap it so that sectors compare exactly
+        chi = complex(0.0 if abs(chi.real) < 1e-14 else chi.real, 0.0 if abs(chi.imag) < 1e-14 else chi.imag)
+        chars.append(chi)
+    return Symmetry(
+        np.stack(perms).reshape(len(perms), n_sites),
+        np.array(flips, dtype=np.int8),
+        np.array(chars, dtype=np.complex128),
+    )
+
+
+def _check_lattice(lattice) -> Lattice:
+    if not isinstance(lattice, Lattice):
+        raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
+    return lattice
+
+
+def identity(lattice: Lattice) -> Symmetry:
+    """The trivial group (one element, character 1)."""
+    lattice = _check_lattice(lattice)
+    return _from_elements([(np.arange(lattice.n_sites), 1, 1.0)], lattice.n_sites)
+
+
+def translations(lattice: Lattice, momentum=None) -> Symmetry:
+    """All ``n_sites`` translations of a periodic lattice, in the momentum sector ``momentum``.
+
+    Args:
+      lattice: a periodic :class:`Lattice`.
+      momentum: ``None`` (k = 0) or a sequence of ``ndim`` floats in radians, each a
+        multiple of ``2 pi / L`` of its axis. ``chi(T_r) = exp(+i k.r)``.
+
+    Element order: shifts ``r`` in row-major order (the identity first), so element ``g``
+    is the translation by ``lattice.coords[g]``.
+    """
+    lattice = _check_lattice(lattice)
+    if not lattice.pbc:
+        raise ValueError(
+            f"lattice: translations need periodic boundaries, got the open lattice {lattice.name}"
+        )
+    if momentum is None:
+        k = np.zeros(lattice.ndim)
+    else:
+        k = np.atleast_1d(np.asarray(momentum, dtype=np.float64))
+        if k.shape != (lattice.ndim,):
+            raise ValueError(
+                f"momentum: expected {lattice.ndim} component(s) for lattice {lattice.name}, got {momentum!r}"
+            )
+        for d, (kd, L) in enumerate(zip(k, lattice.shape)):
+            m = kd * L / (2 * np.pi)
+            if abs(m - np.round(m)) > 1e-8:
+                raise ValueError(
+                    f"momentum: component {d} = {float(kd)!r} is not allowed on an axis of length {L}; "
+                    f"it must be a multiple of 2*pi/{L} (radians)"
+                )
+    coords = lattice.coords
+    elements = []
+    for r in coords:
+        perm = lattice.site_index(coords + r)
+        elements.append((perm, 1, np.exp(1j * float(np.dot(k, r)))))
+    return _from_elements(elements, lattice.n_sites)
+
+
+def _site_map_perm(lattice: Lattice, f) -> np.ndarray:
+    """The permutation ``perm[i] = index(f(coords[i]))`` for a lattice automorphism ``f``."""
+    new = np.asarray(f(lattice.coords))
+    return lattice.site_index(new)
+
+
+def point_group(lattice: Lattice, kind: str | None = None, characters=None) -> Symmetry:
+    """The point group of the lattice (operations about its centre, so also for open boundaries).
+
+    Args:
+      lattice: a chain or a 2-D lattice.
+      kind: ``None`` picks the natural group: ``"reflection"`` (2 elements: x -> L-1-x) for a
+        chain, ``"C4v"`` (8 elements: rotations by 90 degrees and reflections) for a square
+        ``Lx == Ly`` lattice. ``"C2v"`` (4 elements: the two axis reflections) fits any
+        2-D lattice. C4v on a rectangle raises ValueError.
+      characters: ``None`` (all 1, the symmetric sector) or one character per element, in
+        the order listed below; must form a 1-D representation.
+
+    Element order: chain ``[e, m]``; C2v ``[e, mx, my, mx my]``; C4v
+    ``[e, R, R^2, R^3, m, R m, R^2 m, R^3 m]`` with ``R: (x, y) -> (y, L-1-x)`` and
+    ``m: (x, y) -> (x, L-1-y)``. Elements that coincide on a tiny lattice are merged.
+    """
+    lattice = _check_lattice(lattice)
+    nd = lattice.ndim
+    if kind is None:
+        kind = "reflection" if nd == 1 else "C4v"
+    if nd == 1:
+        if kind != "reflection":
+            raise ValueError(f"kind: a chain has only the 'reflection' point group, got {kind!r}")
+        (L,) = lattice.shape
+        maps = [lambda c: c, lambda c: (L - 1) - c]
+    elif nd == 2:
+        Lx, Ly = lattice.shape
+        if kind == "C4v":
+            if Lx != Ly:
+                raise ValueError(
+                    f"lattice: C4v needs a square lattice (Lx == Ly), got {lattice.name}; "
+                    "use kind='C2v' for a rectangle"
+                )
+            L = Lx
+
+            def rot(c, n):
+                for _ in range(n):
+                    c = np.stack([c[:, 1], (L - 1) - c[:, 0]], axis=1)
+                return c
+
+            def mirror(c):
+                return np.stack([c[:, 0], (L - 1) - c[:, 1]], axis=1)
+
+            maps = [(lambda c, n=n: rot(c, n)) for n in range(4)]
+            maps += [(lambda c, n=n: rot(mirror(c), n)) for n in range(4)]
+        elif kind == "C2v":
+            maps = [
+                lambda c: c,
+                lambda c: np.stack([(Lx - 1) - c[:, 0], c[:, 1]], axis=1),
+                lambda c: np.stack([c[:, 0], (Ly - 1) - c[:, 1]], axis=1),
+                lambda c: np.stack([(Lx - 1) - c[:, 0], (Ly - 1) - c[:, 1]], axis=1),
+            ]
+        else:
+            raise ValueError(f"kind: expected None, 'C4v' or 'C2v' for a 2-D lattice, got {kind!r}")
+    else:
+        raise ValueError(f"lattice: point groups are defined for 1-D and 2-D lattices, got ndim={nd}")
+
+    if characters is None:
+        chars = np.ones(len(maps), dtype=np.complex128)
+    else:
+        chars = np.asarray(characters, dtype=np.complex128)
+        if chars.shape != (len(maps),):
+            raise ValueError(f"characters: expected {len(maps)} values for {kind}, got shape {chars.shape}")
+    elements = [(_site_map_perm(lattice, f), 1, chi) for f, chi in zip(maps, chars)]
+    return _from_elements(elements, lattice.n_sites)
+
+
+def spin_inversion(lattice: Lattice, parity: int = 1) -> Symmetry:
+    """Z2 global spin flip ``s -> -s`` with character ``parity`` (+1 or -1).
+
+    Only a symmetry of the total-Sz = 0 sector (or of the unconstrained space).
+    """
+    lattice = _check_lattice(lattice)
+    if parity not in (1, -1):
+        raise ValueError(f"parity: expected +1 or -1, got {parity!r}")
+    e = np.arange(lattice.n_sites)
+    return _from_elements([(e, 1, 1.0), (e, -1, float(parity))], lattice.n_sites)
+
+
+def product(*groups: Symmetry) -> Symmetry:
+    """The product group ``{g1 g2 ... : g_i in groups[i]}`` with characters multiplied.
+
+    Element order: the first group's index varies slowest; elements reached twice are
+    merged (ValueError if their characters differ), and the result is validated
+    (ValueError if the set is not closed, e.g. the groups do not normalize each other).
+    """
+    if not groups:
+        raise ValueError("groups: expected at least one Symmetry")
+    for i, g in enumerate(groups):
+        if not isinstance(g, Symmetry):
+            raise TypeError(f"groups[{i}]: expected a Symmetry, got {type(g).__name__}")
+    n = groups[0].n_sites
+    for i, g in enumerate(groups):
+        if g.n_sites != n:
+            raise ValueError(f"groups[{i}]: acts on {g.n_sites} sites, groups[0] on {n}")
+    if len(groups) == 1:
+        return groups[0]
+
+    def elements():
+        for combo in itertools.product(*(range(g.n_elements) for g in groups)):
+            perm = np.arange(n)
+            flip = 1
+            chi = 1.0 + 0j
+            # the combined element applies the last group's element first
+            for grp, idx in zip(groups, combo):
+                perm, flip = _compose(perm, flip, grp.perms[idx], int(grp.flips[idx]))
+                chi *= grp.characters[idx]
+            yield perm, flip, chi
+
+    return _from_elements(elements(), n)
+
+
+def full_symmetry(lattice: Lattice) -> Symmetry:
+    """Translations x point group x spin inversion, all characters 1.
+
+    Periodic lattices get all translations, open ones none. The point group is C4v on a
+    square lattice, C2v on a rectangle, the reflection on a chain. Spin inversion makes
+    this group appropriate for the total-Sz = 0 sector only. 4x4: 16 * 8 * 2 = 256 elements.
+    """
+    lattice = _check_lattice(lattice)
+    parts = []
+    if lattice.pbc:
+        parts.append(translations(lattice))
+    if lattice.ndim == 2 and lattice.shape[0] != lattice.shape[1]:
+        parts.append(point_group(lattice, "C2v"))
+    else:
+        parts.append(point_group(lattice))
+    parts.append(spin_inversion(lattice))
+    return product(*parts)

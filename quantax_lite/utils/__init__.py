@@ -1,0 +1,20 @@
+"""Batching engine and device meshes."""
+from .chunk import chunk_map
+from .mesh import (
+    batch_sharding,
+    make_mesh,
+    make_precompile_mesh,
+    mesh_size,
+    replicated_sharding,
+    shard_batch_array,
+)
+
+__all__ = [
+    "chunk_map",
+    "make_mesh",
+    "make_precompile_mesh",
+    "mesh_size",
+    "batch_sharding",
+    "replicated_sharding",
+    "shard_batch_array",
+]

@@ -1,0 +1,143 @@
+"""Lattices: site numbering, coordinates, bonds (checked against a brute-force image search)."""
+import itertools
+
+import numpy as np
+import pytest
+
+from quantax_lite.lattice import Chain, Lattice, Square
+
+
+def brute_force_bonds(shape, pbc, order):
+    """Pairs at the order-th shell distance, found by trying every periodic image explicitly."""
+    shape = tuple(shape)
+    coords = list(itertools.product(*(range(L) for L in shape)))
+    # shells of the infinite lattice from an explicit list of integer vectors
+    span = range(-order - 1, order + 2)
+    shells = sorted({sum(c * c for c in v) for v in itertools.product(span, repeat=len(shape))} - {0})
+    target = shells[order - 1]
+    images = list(itertools.product((-1, 0, 1), repeat=len(shape))) if pbc else [(0,) * len(shape)]
+    pairs = set()
+    for i, ci in enumerate(coords):
+        for j, cj in enumerate(coords):
+            if j <= i:
+                continue
+            d2 = min(
+                sum((cj[a] + w[a] * shape[a] - ci[a]) ** 2 for a in range(len(shape))) for w in images
+            )
+            if d2 == target:
+                pairs.add((i, j))
+    return sorted(pairs)
+
+
+LATTICES = [
+    Chain(2),
+    Chain(3),
+    Chain(4),
+    Chain(7),
+    Chain(6, pbc=False),
+    Square(2),
+    Square(3),
+    Square(4),
+    Square(2, 4),
+    Square(3, 5),
+    Square(4, pbc=False),
+    Square(1, 4),
+]
+
+
+@pytest.mark.parametrize("lattice", LATTICES, ids=lambda l: l.name)
+def test_bonds_match_brute_force(lattice):
+    for order in (1, 2):
+        b = lattice.bonds(order)
+        assert b.dtype == np.int32 and b.ndim == 2 and b.shape[1] == 2
+        assert np.all(b[:, 0] < b[:, 1])
+        assert len({tuple(p) for p in b}) == len(b)  # each pair once
+        assert [tuple(p) for p in b.tolist()] == brute_force_bonds(lattice.shape, lattice.pbc, order)
+    # the two orders never share a pair
+    assert not {tuple(p) for p in lattice.bonds(1)} & {tuple(p) for p in lattice.bonds(2)}
+
+
+def test_bond_counts_and_small_lattice_rules():
+    assert len(Square(4).bonds(1)) == 32 and len(Square(4).bonds(2)) == 32
+    assert len(Square(6).bonds(1)) == 72 and len(Square(6).bonds(2)) == 72
+    assert len(Square(4, pbc=False).bonds(1)) == 24 and len(Square(4, pbc=False).bonds(2)) == 18
+    assert len(Chain(16).bonds(1)) == 16 and len(Chain(16, pbc=False).bonds(1)) == 15
+    # L = 2 periodic: the direct and the wrapped bond coincide and are listed once
+    np.testing.assert_array_equal(Chain(2).bonds(1), [[0, 1]])
+    # L = 3 periodic: (0, 2) is a nearest-neighbour pair; there are no next-nearest ones
+    assert len(Chain(3).bonds(1)) == 3 and len(Chain(3).bonds(2)) == 0
+    # an axis of length 1 has no bonds along it (no self bonds)
+    assert len(Square(1, 4).bonds(1)) == 4
+
+
+def test_coordinates_and_numbering_are_row_major():
+    lat = Square(3, 5)
+    assert lat.n_sites == 15 and lat.ndim == 2 and lat.shape == (3, 5)
+    assert lat.coords.shape == (15, 2)
+    for x in range(3):
+        for y in range(5):
+            i = x * 5 + y
+            assert tuple(lat.coords[i]) == (x, y)
+            assert lat.site_index([x, y]) == i
+    assert lat.site_index([3, -1]) == lat.site_index([0, 4])  # periodic wrap
+    with pytest.raises(ValueError, match="coords"):
+        Square(3, pbc=False).site_index([3, 0])
+    chain = Chain(5)
+    np.testing.assert_array_equal(chain.coords[:, 0], np.arange(5))
+
+
+def test_nearest_neighbour_bonds_are_unit_displacements():
+    rng = np.random.default_rng(1)
+    for lat in (Square(4), Square(3, 5), Chain(7)):
+        for i, j in lat.bonds(1):
+            assert np.abs(lat.displacement(i, j)).sum() == 1
+        for i, j in lat.bonds(2):
+            d = np.abs(lat.displacement(i, j))
+            assert (d**2).sum() == lat.distance_shells(2)[1]
+        for _ in range(10):
+            i, j = rng.integers(0, lat.n_sites, 2)
+            dij, dji = lat.displacement(i, j), lat.displacement(j, i)
+            half = 2 * np.abs(dij) == np.asarray(lat.shape)  # +L/2 and -L/2 are the same image
+            np.testing.assert_array_equal(np.where(half, dij, -dij), dji)
+            # the displacement really leads from i to j (modulo the periodic wrap)
+            np.testing.assert_array_equal(
+                np.mod(lat.coords[i] + dij, lat.shape), lat.coords[j]
+            )
+
+
+def test_neighbours_and_sublattice():
+    lat = Square(4)
+    nb = lat.neighbours(1)
+    assert all(len(n) == 4 for n in nb)
+    np.testing.assert_array_equal(nb[0], sorted([1, 3, 4, 12]))
+    assert lat.is_bipartite and Chain(8).is_bipartite
+    assert not Chain(5).is_bipartite and not Square(3).is_bipartite
+    assert Square(3, pbc=False).is_bipartite
+    assert set(np.unique(lat.sublattice)) == {0, 1}
+
+
+def test_names_hash_and_equality():
+    assert Square(4).name == "4x4" and Square(4, 6).name == "4x6"
+    assert Chain(20).name == "chain:20" and Chain(20, pbc=False).name == "chain:20:open"
+    assert Square(4) == Square(4, 4) == Lattice((4, 4), True)
+    assert hash(Square(4)) == hash(Square(4, 4))
+    assert Square(4) != Square(4, pbc=False)
+    assert Chain(4, pbc="open") == Chain(4, pbc=False)
+    assert Chain(4, pbc="periodic").pbc is True
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="pbc"):
+        Chain(4, pbc="twisted")
+    with pytest.raises(ValueError, match="pbc"):
+        Square(4, pbc=None)
+    with pytest.raises(ValueError, match="L"):
+        Chain(0)
+    with pytest.raises(TypeError, match="L"):
+        Chain(2.5)
+    with pytest.raises(ValueError, match="Ly"):
+        Square(4, -1)
+    with pytest.raises(ValueError, match="order"):
+        Square(4).bonds(0)
+    with pytest.raises(ValueError, match="shape"):
+        Lattice(())

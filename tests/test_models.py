@@ -1,0 +1,490 @@
+"""Tests of quantax_lite.models: periodic convolutions, ConvResNet, Symmetrized, RBM, factory.
+
+References are independent of the code under test: explicit numpy loops for the
+convolution and the group sum, symmetry groups written here with numpy (and those of
+quantax_lite.symmetry), closed-form parameter counts.
+"""
+import functools
+import itertools
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from quantax_lite.lattice import Chain, Square
+from quantax_lite.models import (
+    RBM,
+    ConvResNet,
+    PeriodicConv,
+    Symmetrized,
+    count_params,
+    make_conv_nqs,
+    make_rbm_nqs,
+    merge_translation_images,
+)
+from quantax_lite import symmetry as qsym
+from quantax_lite.utils import chunk_map
+
+KEY = jax.random.PRNGKey(0)
+TINY64 = np.log(np.finfo(np.float64).tiny)
+
+
+# --------------------------------------------------------------------------- #
+# symmetry groups written directly with numpy: (perms, flips, characters)       #
+# convention: (g s)[i] = flips[g] * s[perms[g, i]],  psi(s) = sum_g chi_g psi_0(g s) #
+# --------------------------------------------------------------------------- #
+
+
+def _coords(shape):
+    return np.indices(shape).reshape(len(shape), -1).T
+
+
+def _perm(shape, new_coords):
+    return np.ravel_multi_index(tuple(np.mod(new_coords, shape).T), shape)
+
+
+def _translations(shape, k):
+    """(T_r s)[x] = s[x + r], chi(T_r) = exp(i k.r)."""
+    c = _coords(shape)
+    return [(_perm(shape, c + r), 1, np.exp(1j * np.dot(k, r))) for r in c]
+
+
+def _point_group(shape, rep):
+    """Chain: reflection x -> -x with character rep (+1/-1). Square: C4v about site 0 in irrep rep."""
+    c = _coords(shape)
+    if len(shape) == 1:
+        return [(_perm(shape, c), 1, 1.0), (_perm(shape, -c), 1, float(rep))]
+    out = []
+    for M in [np.array(m) for m in itertools.product([-1, 0, 1], repeat=4)]:
+        M = M.reshape(2, 2)
+        if abs(np.linalg.det(M)) != 1 or np.count_nonzero(M) != 2:
+            continue
+        det, axial = round(np.linalg.det(M)), M[0, 1] == 0
+        chi = {"A1": 1, "A2": det, "B1": 1 if axial else -1, "B2": det * (1 if axial else -1)}[rep]
+        out.append((_perm(shape, c @ M.T), 1, float(chi)))
+    assert len(out) == 8
+    return out
+
+
+def _inversion(n, parity):
+    e = np.arange(n)
+    return [(e, 1, 1.0), (e, -1, float(parity))]
+
+
+def _product(*groups):
+    """Elements a(b(c s)): perm p_c[p_b[p_a]], flips and characters multiplied."""
+    out = {}
+    for combo in itertools.product(*groups):
+        p, f, chi = np.arange(len(combo[0][0])), 1, 1.0 + 0j
+        for q, fq, cq in combo:
+            p, f, chi = q[p], f * fq, chi * cq
+        out[(tuple(p), f)] = chi
+    perms = np.array([k[0] for k in out], np.int32)
+    flips = np.array([k[1] for k in out], np.int8)
+    chars = np.array(list(out.values()), np.complex128)
+    return perms, flips, chars
+
+
+def chain_group(L, momentum_pi, reflection, parity):
+    k = np.array([np.pi if momentum_pi else 0.0])
+    return _product(_translations((L,), k), _point_group((L,), reflection), _inversion(L, parity))
+
+
+def square_group(L, momentum_pi, rep, parity):
+    k = np.array([np.pi, np.pi]) if momentum_pi else np.zeros(2)
+    return _product(_translations((L, L), k), _point_group((L, L), rep), _inversion(L * L, parity))
+
+
+def act(group, s):
+    perms, flips, _ = group
+    return flips[:, None] * s[perms]  # (G, N) images of one configuration
+
+
+def random_spins(rng, n, batch):
+    return rng.choice(np.array([-1, 1], np.int8), size=(batch, n))
+
+
+def neel(shape):
+    return np.where(_coords(shape).sum(axis=1) % 2 == 0, 1, -1).astype(np.int8)
+
+
+def assert_log_close(a, b, atol):
+    """log-amplitudes equal: real parts equal, imaginary parts equal mod 2 pi."""
+    a, b = np.asarray(a, np.complex128), np.asarray(b, np.complex128)
+    np.testing.assert_allclose(a.real, b.real, atol=atol, rtol=0)
+    dphi = np.angle(np.exp(1j * (a.imag - b.imag)))
+    np.testing.assert_allclose(dphi, 0, atol=atol)
+
+
+# --------------------------------------------------------------------------- #
+# periodic convolution                                                          #
+# --------------------------------------------------------------------------- #
+
+
+def conv_reference(x, kernel, bias, shape):
+    """out[r, o] = bias[o] + sum_{a, c} kernel[a, c, o] * x[(r + a - k // 2) mod L, c], by loops."""
+    k = kernel.shape[0]
+    out = np.zeros(x.shape[:-1] + (kernel.shape[-1],))
+    for r in itertools.product(*[range(L) for L in shape]):
+        for a in itertools.product(range(k), repeat=len(shape)):
+            src = tuple((ri + ai - k // 2) % L for ri, ai, L in zip(r, a, shape))
+            out[(slice(None),) + r] += x[(slice(None),) + src] @ kernel[a]
+    return out + bias
+
+
+@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4), ((3,), 7), ((2, 3), 2)])
+@pytest.mark.parametrize("conv", ["gather", "lax"])
+def test_periodic_conv_matches_loop(rng, shape, k, conv):
+    layer = PeriodicConv(3, k, shape, conv=conv, dtype=jnp.float64)
+    x = rng.normal(size=(2, *shape, 2))
+    kernel = rng.normal(size=jax.eval_shape(layer.init, KEY, x)["params"]["kernel"].shape)
+    bias = rng.normal(size=(3,))
+    params = {"params": {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)}}
+    out = jitted(layer)(params, x)
+    np.testing.assert_allclose(out, conv_reference(x, kernel, bias, shape), atol=1e-12)
+
+
+# --------------------------------------------------------------------------- #
+# ConvResNet                                                                    #
+# --------------------------------------------------------------------------- #
+
+
+def random_params(model, s, rng, scale=0.3):
+    """Random, non-tiny parameters of ``model`` (built from the shapes of ``model.init``,
+    so that no jax random-number kernel has to be compiled)."""
+    shapes = jax.eval_shape(model.init, KEY, s)
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(scale * rng.normal(size=x.shape), x.dtype), shapes)
+
+
+def jitted(model, method=None):
+    return jax.jit(functools.partial(model.apply, method=method) if method else model.apply)
+
+
+@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
+def test_gather_and_lax_agree(rng, shape, k):
+    n = int(np.prod(shape))
+    s = random_spins(rng, n, 5)
+    g = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="gather")
+    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="lax")
+    params = random_params(g, s, rng)
+    assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(jax.eval_shape(l.init, KEY, s))
+    np.testing.assert_allclose(jitted(g)(params, s), jitted(l)(params, s), atol=1e-12)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def grads(model):  # gradients of the batch sums (a per-sample lax.conv gradient is slow in float64)
+        re = jax.grad(lambda p: model.apply(p, s).real.sum())(params)
+        im = jax.grad(lambda p: model.apply(p, s).imag.sum())(params)
+        return jax.tree_util.tree_leaves((re, im))
+
+    for a, b in zip(grads(g), grads(l)):
+        np.testing.assert_allclose(a, b, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (6,)])
+def test_trunk_is_translation_equivariant(rng, shape):
+    n = int(np.prod(shape))
+    model = ConvResNet(shape, channels=3, depth=1, kernel_size=3)
+    s = random_spins(rng, n, 3)
+    params = random_params(model, s, rng)
+    features, positions = jitted(model, "features"), jitted(model, "position_log_amplitudes")
+    perms = np.array([perm for perm, _, _ in _translations(shape, np.zeros(len(shape)))])
+    shifted = s[:, perms].reshape(-1, n)  # rows (b, r): (T_r s_b)[x] = s_b[x + r]
+    feats = np.asarray(features(params, np.concatenate([s, shifted])))
+    f_pos = np.asarray(positions(params, np.concatenate([s, shifted])))
+    feats, feats_shifted = feats[:3], feats[3:].reshape(3, n, *shape, 3)
+    f_pos, f_pos_shifted = f_pos[:3], f_pos[3:].reshape(3, n, n)
+    assert feats.shape == (3, *shape, 3)
+    for r_index, r in enumerate(_coords(shape)):
+        expect = np.roll(feats, shift=tuple(-r), axis=tuple(range(1, len(shape) + 1)))
+        np.testing.assert_allclose(feats_shifted[:, r_index], expect, atol=1e-12)
+        np.testing.assert_allclose(f_pos_shifted[:, r_index], f_pos[:, perms[r_index]], atol=1e-12)
+    # the "sum" readout is translation-invariant, the "origin" readout is f_0
+    np.testing.assert_allclose(jitted(model)(params, s), f_pos.sum(axis=1), atol=1e-12)
+    origin = ConvResNet(shape, channels=3, depth=1, kernel_size=3, readout="origin")
+    np.testing.assert_allclose(jitted(origin)(params, s), f_pos[:, 0], atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,C,depth,k", [((4, 4), 8, 2, 3), ((3, 5), 5, 0, 2), ((7,), 6, 3, 5)])
+def test_conv_param_count(shape, C, depth, k):
+    K = k ** len(shape)
+    # input conv (kernel + bias) + blocks of 2 x (LayerNorm + conv) + final LayerNorm + readout (C -> 2)
+    expected = (K * C + C) + depth * 2 * (2 * C + K * C * C + C) + 2 * C + 2 * C
+    model = ConvResNet(shape, channels=C, depth=depth, kernel_size=k)
+    s = np.ones((1, int(np.prod(shape))), np.int8)
+    assert count_params(jax.eval_shape(model.init, KEY, s)) == expected
+
+
+def test_make_conv_nqs_defaults():
+    for lattice, expected in [(Square(4), 2512), (Square(6), 19040)]:
+        model = make_conv_nqs(lattice, qsym.full_symmetry(lattice))
+        s = np.ones((1, lattice.n_sites), np.int8)
+        shapes = jax.eval_shape(model.init, KEY, s)
+        assert count_params(shapes) == expected
+        assert model.n_elements == lattice.n_sites * 16
+        out = jax.eval_shape(model.apply, shapes, s)
+        assert out.shape == (1,) and out.dtype == jnp.complex128
+    # readout chosen by the sector; an explicit invariant readout in a k != 0 sector is refused
+    chain = Chain(6)
+    sym = qsym.translations(chain, momentum=[np.pi])
+    assert make_conv_nqs(chain, sym).base.readout == "origin"
+    assert make_conv_nqs(chain, qsym.translations(chain)).base.readout == "sum"
+    with pytest.raises(ValueError, match="readout"):
+        make_conv_nqs(chain, sym, readout="sum")
+    assert isinstance(make_conv_nqs(chain, None), ConvResNet)
+
+
+def test_initial_state_is_nearly_uniform(rng):
+    model = make_conv_nqs(Square(4), None)
+    s = random_spins(rng, 16, 64)
+    log_psi = jax.jit(model.apply)(jax.jit(model.init)(KEY, s), s)
+    assert np.ptp(log_psi.real) < 0.2 and np.ptp(log_psi.imag) < 0.2
+
+
+# --------------------------------------------------------------------------- #
+# symmetrization                                                                #
+# --------------------------------------------------------------------------- #
+
+
+def forced_zero(group, s):
+    """True where psi(s) = 0 by symmetry: some g with g s = s has chi_g != 1."""
+    perms, flips, chars = group
+    fixed = np.all(flips[None, :, None] * s[:, perms] == s[:, None, :], axis=-1)  # (batch, G)
+    return np.any(fixed & ~np.isclose(chars, 1)[None, :], axis=1)
+
+
+def generic_spins(rng, group, n, batch):
+    """Random configurations whose amplitude is not forced to zero by the sector."""
+    out = []
+    while len(out) < batch:
+        s = random_spins(rng, n, 4 * batch)
+        out.extend(s[~forced_zero(group, s)])
+    return np.stack(out[:batch])
+
+
+def _symmetry_module_group():
+    lattice = Square(4)
+    g = qsym.product(
+        qsym.translations(lattice, momentum=[np.pi, np.pi]),
+        qsym.point_group(lattice, characters=[1, -1, 1, -1, 1, -1, 1, -1]),  # B1
+        qsym.spin_inversion(lattice, parity=-1),
+    )
+    return g.perms, g.flips, g.characters
+
+
+SECTORS = {
+    # name: (shape, group, readout, merge_translations, n_random_configs)
+    "chain k=0 refl+ parity-": ((8,), lambda: chain_group(8, False, +1, -1), "sum", False, 3),
+    "chain k=pi refl- parity+": ((8,), lambda: chain_group(8, True, -1, +1), "origin", False, 3),
+    "square A1 k=0 parity+ (merged)": ((4, 4), lambda: square_group(4, False, "A1", +1), "sum", True, 2),
+    "square B1 k=(pi,pi) parity- (symmetry module)": ((4, 4), _symmetry_module_group, "origin", False, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SECTORS))
+def test_invariance_in_sector(rng, name):
+    shape, make_group, readout, merge, batch = SECTORS[name]
+    group = make_group()
+    n = int(np.prod(shape))
+    table = merge_translation_images(shape, *group) if merge else group
+    model = Symmetrized(ConvResNet(shape, channels=4, depth=1, kernel_size=3, readout=readout), *table)
+    s = generic_spins(rng, group, n, batch)
+    params = random_params(model, s, rng)
+    G = len(group[0])
+    images = np.concatenate([act(group, x) for x in s])  # (batch G, N), every element of the group
+    log_psi = np.asarray(jax.jit(model.apply)(params, np.concatenate([s, images])))
+    # log psi(g s) = log psi(s) - log chi_g
+    expect = np.repeat(log_psi[:batch], G) - np.log(np.tile(group[2], batch))
+    assert_log_close(log_psi[batch:], expect, atol=1e-9)
+
+
+def test_symmetrized_equals_python_loop(rng):
+    L = 8
+    group = chain_group(L, True, -1, -1)
+    base = ConvResNet((L,), channels=3, depth=1, kernel_size=3, readout="origin")
+    model = Symmetrized(base, *group)
+    s = generic_spins(rng, group, L, 8)
+    params = random_params(model, s, rng)
+    base_apply = jax.jit(base.apply)
+    base_params = {"params": params["params"]["base"]}
+    psi = np.zeros(len(s), np.complex128)
+    for perm, flip, chi in zip(*group):
+        psi += chi * np.exp(np.asarray(base_apply(base_params, flip * s[:, perm])))
+    assert_log_close(jax.jit(model.apply)(params, s), np.log(psi), atol=1e-10)
+    # configurations whose amplitude vanishes by symmetry: zero in the loop, finite and tiny here
+    zero = np.stack([neel((L,)), np.zeros(L, np.int8)])
+    assert np.all(forced_zero(group, zero[:1]))
+    out = np.asarray(jax.jit(model.apply)(params, zero))
+    assert np.all(np.isfinite(out)) and np.all(out.real < np.max(np.log(np.abs(psi))) - 25)
+
+
+def test_merge_translations_matches_full_group(rng):
+    lattice = Square(4)
+    full_group = qsym.full_symmetry(lattice)
+    full = make_conv_nqs(lattice, full_group, channels=3, depth=1)
+    merged = make_conv_nqs(lattice, full_group, channels=3, depth=1, merge_translations=True)
+    assert merged.n_elements == 16 and full.n_elements == 256
+    s = random_spins(rng, 16, 4)
+    params = random_params(full, s, rng)
+    assert_log_close(jitted(merged)(params, s), jitted(full)(params, s), atol=1e-10)
+    with pytest.raises(ValueError, match="momentum"):
+        merge_translation_images((6,), *chain_group(6, True, 1, 1))
+
+
+def test_no_nan_or_inf_on_special_rows(rng):
+    L = 8
+    up = np.ones(L, np.int8)
+    # k = pi with parity +1: the Neel state has zero amplitude; the zero row's characters sum to 0
+    group = chain_group(L, True, 1, 1)
+    rows = np.stack([up, -up, neel((L,)), np.zeros(L, np.int8), generic_spins(rng, group, L, 1)[0]])
+    assert np.all(forced_zero(group, rows[2:4]))
+    params64 = None
+    for dtype in (jnp.float64, jnp.float32):  # the real initialization: a tiny readout layer
+        model = Symmetrized(ConvResNet((L,), channels=3, depth=1, readout="origin", dtype=dtype), *group)
+        params64 = params64 or model.init(KEY, rows)
+        params = jax.tree_util.tree_map(lambda x: x.astype(dtype), params64)
+        log_psi = jitted(model)(params, rows)
+        assert np.all(np.isfinite(log_psi)), (dtype, log_psi)
+        assert log_psi.real[2] < log_psi.real[4] - 10 and log_psi.real[3] < log_psi.real[4] - 10
+
+        def part_grads(p, x):
+            f = lambda q, part: part(model.apply(q, x[None])[0])
+            return jax.grad(f)(p, jnp.real), jax.grad(f)(p, jnp.imag)
+
+        grads = jax.jit(jax.vmap(part_grads, (None, 0)))(params, rows)
+        assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree_util.tree_leaves(grads)), dtype
+    # a 4x4 network in the full group
+    lattice = Square(4)
+    model = make_conv_nqs(lattice, qsym.full_symmetry(lattice), channels=3, depth=1)
+    up = np.ones(16, np.int8)
+    rows = np.stack([up, -up, neel((4, 4)), np.zeros(16, np.int8)])
+    assert np.all(np.isfinite(jitted(model)(random_params(model, rows, rng), rows)))
+
+
+def test_negative_amplitudes(rng):
+    # forced by the sector: spin-inversion parity -1 gives psi(-s) = -psi(s)
+    L = 8
+    model = Symmetrized(ConvResNet((L,), channels=3, depth=1), *chain_group(L, False, 1, -1))
+    s = random_spins(rng, L, 6)
+    params = random_params(model, s, rng)
+    ratio = np.exp(jitted(model)(params, -s) - jitted(model)(params, s))
+    np.testing.assert_allclose(ratio, -1, atol=1e-10)
+    # constructed parameters: Im log psi_0 = (pi/2) sum_r s_r, so psi_0 < 0 when sum_r s_r = 2 mod 4
+    net = ConvResNet((4,), channels=2, depth=0, kernel_size=1)
+    a = 1 / np.sqrt(1 + 1e-5)  # LayerNorm of (s, -s)
+    gelu = lambda x: np.asarray(flax.linen.gelu(x))
+    c = (np.pi / 2) / (gelu(a) - gelu(-a))
+    p = {
+        "input_conv": {"kernel": jnp.array([[[1.0, -1.0]]]), "bias": jnp.zeros(2)},
+        "final_norm": {"scale": jnp.ones(2), "bias": jnp.zeros(2)},
+        "readout_dense": {"kernel": jnp.array([[0.0, c], [0.0, -c]])},
+    }
+    configs = np.array(list(itertools.product([-1, 1], repeat=4)), np.int8)
+    psi = np.exp(np.asarray(jitted(net)({"params": p}, configs)))
+    negative = configs.sum(axis=1) % 4 == 2
+    assert np.all(psi.real[negative] < -0.99 * np.abs(psi[negative]))
+    assert np.all(psi.real[~negative] > 0.99 * np.abs(psi[~negative]))
+
+
+def test_float32_and_float64(rng):
+    L = 8
+    group = chain_group(L, False, -1, 1)
+    s = random_spins(rng, L, 5)
+    m64 = Symmetrized(ConvResNet((L,), channels=3, depth=1, dtype=jnp.float64), *group)
+    m32 = Symmetrized(ConvResNet((L,), channels=3, depth=1, dtype=jnp.float32), *group)
+    p64 = random_params(m64, s, rng)
+    p32 = jax.eval_shape(m32.init, KEY, s)
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree_util.tree_leaves(p32))
+    assert all(leaf.dtype == jnp.float64 for leaf in jax.tree_util.tree_leaves(p64))
+    out64 = jitted(m64)(p64, s)
+    out32 = jitted(m32)(jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), p64), s)
+    assert out64.dtype == jnp.complex128 and out32.dtype == jnp.complex64
+    assert_log_close(out32, out64, atol=2e-4)
+    r32 = RBM(1, dtype=jnp.float32)
+    assert jax.eval_shape(r32.apply, jax.eval_shape(r32.init, KEY, s), s).dtype == jnp.complex64
+
+
+# --------------------------------------------------------------------------- #
+# RBM                                                                           #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("complex_output", [True, False])
+def test_rbm_matches_formula(rng, complex_output):
+    N, alpha = 6, 2
+    model = RBM(alpha, complex_output=complex_output)
+    s = random_spins(rng, N, 7)
+    params = random_params(model, s, rng, scale=1.0)
+    p = params["params"]
+    get = (lambda k: np.asarray(p[k + "_re"]) + 1j * np.asarray(p[k + "_im"])) if complex_output else (lambda k: np.asarray(p[k]))
+    W, b, a = get("kernel"), get("hidden_bias"), get("visible_bias")
+    expect = s @ a + np.log(np.cosh(s @ W + b)).sum(axis=1)
+    out = jitted(model)(params, s)
+    assert out.dtype == (jnp.complex128 if complex_output else jnp.float64)
+    assert_log_close(out, expect, atol=1e-10)
+    assert count_params(params) == (N * alpha * N + alpha * N + N) * (2 if complex_output else 1)
+
+
+def test_symmetrized_rbm_in_momentum_sector(rng):
+    L = 6
+    lattice = Chain(L)
+    sym = qsym.product(qsym.translations(lattice, momentum=[2 * np.pi / 3]), qsym.spin_inversion(lattice, -1))
+    model = make_rbm_nqs(lattice, sym, alpha=1)
+    s = random_spins(rng, L, 4)
+    params = random_params(model, s, rng, scale=0.5)
+    G = sym.n_elements
+    images = (sym.flips[:, None, None] * s[:, sym.perms]).reshape(-1, L)  # rows (b, g)
+    log_psi = np.asarray(jitted(model)(params, np.concatenate([s, images])))
+    expect = np.repeat(log_psi[:4], G) - np.log(np.tile(sym.characters, 4))
+    assert_log_close(log_psi[4:], expect, atol=1e-9)
+    real = make_rbm_nqs(lattice, qsym.translations(lattice), complex_output=False)
+    out = jitted(real)(random_params(real, s, rng), s)
+    assert out.dtype == jnp.float64  # real base, positive characters: a real log psi
+
+
+# --------------------------------------------------------------------------- #
+# through chunk_map (zero padding rows), errors                                 #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("shard_batch", [False, True])
+def test_through_chunk_map(rng, shard_batch):
+    L = 8
+    model = Symmetrized(ConvResNet((L,), channels=3, depth=1), *chain_group(L, False, -1, -1))
+    s = random_spins(rng, L, 21)
+    params = random_params(model, s, rng)
+    f = chunk_map(model.apply, in_axes=(None, 0), chunk_size=2, shard_batch=shard_batch, use_scan=True)
+    out = f(params, s)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, jitted(model)(params, s), atol=1e-12)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="dtype"):
+        ConvResNet((4,), dtype=jnp.int32)
+    with pytest.raises(ValueError, match="conv"):
+        ConvResNet((4,), conv="fft")
+    with pytest.raises(ValueError, match="readout"):
+        ConvResNet((4,), readout="mean")
+    with pytest.raises(TypeError, match="channels"):
+        ConvResNet((4,), channels=2.5)
+    model = ConvResNet((4,), channels=2, depth=0)
+    with pytest.raises(ValueError, match=r"s: expected spin configurations of shape \(batch, 4\)"):
+        model.init(KEY, np.ones((2, 5), np.int8))
+    with pytest.raises(ValueError, match="perms"):
+        Symmetrized(model, [[0, 0, 1, 2]])
+    with pytest.raises(ValueError, match="flips"):
+        Symmetrized(model, [[0, 1, 2, 3]], flips=[2])
+    with pytest.raises(ValueError, match="characters"):
+        Symmetrized(model, [[0, 1, 2, 3]], characters=[0.0])
+    with pytest.raises(ValueError, match="pbc"):
+        make_conv_nqs(Chain(4, pbc=False), None)
+    with pytest.raises(ValueError, match="perms"):
+        make_conv_nqs(Chain(6), qsym.translations(Chain(4)))
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            ConvResNet((4,), dtype=jnp.float64)
+    finally:
+        jax.config.update("jax_enable_x64", True)

@@ -1,0 +1,312 @@
+"""Hamiltonians and local energies, checked against dense matrices built from Kronecker products."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from quantax_lite.exact import exact_expectation, exact_probabilities, symmetry_matrix
+from quantax_lite.hilbert import all_states, states_to_codes
+from quantax_lite.lattice import Chain, Square
+from quantax_lite.operators import (
+    Heisenberg,
+    TransverseFieldIsing,
+    local_energy,
+    make_local_energy,
+    marshall_sign,
+)
+from quantax_lite.symmetry import full_symmetry
+
+# ----------------------------------------------------------------- dense references
+# single-site basis (down, up) = (0, 1), so the Kronecker index is the code of hilbert.py
+SX = np.array([[0, 1], [1, 0]], dtype=complex)
+SY = np.array([[0, -1j], [1j, 0]])
+SZ = np.diag([-1.0, 1.0]).astype(complex)
+
+
+def local_op(ops, n):
+    """Kronecker product of {site: 2x2 matrix} (identity elsewhere); site n-1 is the first factor."""
+    out = np.ones((1, 1), dtype=complex)
+    for site in range(n - 1, -1, -1):
+        out = np.kron(out, ops.get(site, np.eye(2)))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def dense_heisenberg(lattice, J1, J2, delta, marshall):
+    n = lattice.n_sites
+    H = np.zeros((2**n, 2**n), dtype=complex)
+    for order, J in ((1, J1), (2, J2)):
+        for i, j in (lattice.bonds(order) if J else []):
+            # spin-1/2 units: S = sigma / 2
+            for op, c in ((SX, 1.0), (SY, 1.0), (SZ, delta)):
+                H += (J * c / 4) * local_op({i: op, j: op}, n)
+    if marshall:
+        u = np.diag(local_op({i: SZ for i in np.nonzero(lattice.sublattice)[0]}, n)).real
+        H = u[:, None] * H * u[None, :]
+    assert np.allclose(H.imag, 0)
+    return H.real
+
+
+@functools.lru_cache(maxsize=None)
+def dense_ising(lattice, J, h):
+    n = lattice.n_sites
+    H = np.zeros((2**n, 2**n), dtype=complex)
+    for i, j in lattice.bonds(1):
+        H -= J * local_op({i: SZ, j: SZ}, n)
+    for i in range(n):
+        H -= h * local_op({i: SX}, n)
+    return H.real
+
+
+CASES = {
+    "heis-chain6": (lambda: Heisenberg(Chain(6), J1=1.0, J2=0.4, delta=0.7, marshall_sign=True),
+                    lambda: dense_heisenberg(Chain(6), 1.0, 0.4, 0.7, True)),
+    "heis-3x3": (lambda: Heisenberg(Square(3), J1=0.9, J2=0.5),
+                 lambda: dense_heisenberg(Square(3), 0.9, 0.5, 1.0, False)),
+    "ising-chain6": (lambda: TransverseFieldIsing(Chain(6), J=1.0, h=0.8),
+                     lambda: dense_ising(Chain(6), 1.0, 0.8)),
+    "ising-3x3": (lambda: TransverseFieldIsing(Square(3), J=0.7, h=1.3),
+                  lambda: dense_ising(Square(3), 0.7, 1.3)),
+}
+
+
+# ----------------------------------------------------------------- a random complex log_psi
+def make_log_psi(n_sites, seed, alpha=2):
+    """One hidden layer, log psi = sum log cosh(W s + b) + a.s with complex W, b, a from real params."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), 6)
+    m = alpha * n_sites
+    params = {
+        "W_re": 0.3 * jax.random.normal(keys[0], (m, n_sites)),
+        "W_im": 0.3 * jax.random.normal(keys[1], (m, n_sites)),
+        "b_re": 0.2 * jax.random.normal(keys[2], (m,)),
+        "b_im": 0.2 * jax.random.normal(keys[3], (m,)),
+        "a_re": 0.2 * jax.random.normal(keys[4], (n_sites,)),
+        "a_im": 0.5 * jax.random.normal(keys[5], (n_sites,)),
+    }
+
+    def log_psi(p, s):
+        s = s.astype(jnp.float64)
+        W = p["W_re"] + 1j * p["W_im"]
+        theta = s @ W.T + (p["b_re"] + 1j * p["b_im"])
+        return jnp.sum(jnp.log(jnp.cosh(theta)), axis=-1) + s @ (p["a_re"] + 1j * p["a_im"])
+
+    return log_psi, params
+
+
+def dense_local_energy(H, log_psi, params, states):
+    psi = np.exp(np.asarray(log_psi(params, jnp.asarray(states)), dtype=complex))
+    return (H @ psi) / psi
+
+
+# ----------------------------------------------------------------- tests
+def test_eight_devices():
+    assert jax.device_count() == 8
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_connected_and_sparse_match_dense(name):
+    make_h, make_dense = CASES[name]
+    ham, dense = make_h(), make_dense()
+    n = ham.n_sites
+    states = all_states(n)  # ordered by code = Kronecker index
+    s_conn, mels = jax.jit(ham.connected)(jnp.asarray(states))
+    s_conn, mels = np.asarray(s_conn), np.asarray(mels)
+    assert s_conn.shape == (len(states), ham.max_conn, n) and s_conn.dtype == np.int8
+    assert mels.shape == (len(states), ham.max_conn) and mels.dtype == np.float64
+    # layout: slot 0 is s with the diagonal element; padding keeps s and has element 0
+    np.testing.assert_array_equal(s_conn[:, 0], states)
+    np.testing.assert_allclose(mels[:, 0], np.diag(dense), atol=1e-12)
+    pad = mels == 0
+    np.testing.assert_array_equal(s_conn[pad], np.broadcast_to(states[:, None], s_conn.shape)[pad])
+    # summing every slot's element into its target column rebuilds the dense row
+    rebuilt = np.zeros_like(dense)
+    rows = np.broadcast_to(np.arange(len(states))[:, None], mels.shape)
+    np.add.at(rebuilt, (rows, states_to_codes(s_conn)), mels)
+    np.testing.assert_allclose(rebuilt, dense, atol=1e-12)
+    # sparse matrix in the full space and (if conserved) in the Sz = 0 sector
+    np.testing.assert_allclose(ham.to_dense(states), dense, atol=1e-12)
+    H = ham.to_sparse(states)
+    assert abs(H - H.T).max() < 1e-14
+    if ham.conserves_sz and n % 2 == 0:
+        sector = all_states(n, 0)
+        idx = states_to_codes(sector)
+        np.testing.assert_allclose(ham.to_dense(sector), dense[np.ix_(idx, idx)], atol=1e-12)
+        # a basis in another order gives the permuted matrix
+        perm = np.random.default_rng(0).permutation(len(sector))
+        np.testing.assert_allclose(
+            ham.to_dense(sector[perm]), dense[np.ix_(idx[perm], idx[perm])], atol=1e-12
+        )
+
+
+def test_max_conn():
+    assert Heisenberg(Square(4)).max_conn == 1 + 32
+    assert Heisenberg(Square(4), J2=0.5).max_conn == 1 + 64
+    assert Heisenberg(Square(6), J2=0.5).max_conn == 1 + 144
+    assert Heisenberg(Chain(2)).max_conn == 2  # the single (deduplicated) bond
+    assert TransverseFieldIsing(Chain(12)).max_conn == 13
+    assert Heisenberg(Square(4)).conserves_sz and not TransverseFieldIsing(Chain(4)).conserves_sz
+    assert hash(Heisenberg(Square(4), J2=0.5)) == hash(Heisenberg(Square(4), J2=0.5))
+
+
+@pytest.mark.parametrize(
+    "lattice, J2",
+    [(Square(4), 0.5), (Square(4), 0.0), (Square(2, 4), 0.3)],
+    ids=["4x4-J1J2", "4x4-marshall-J1", "2x4-J1J2"],
+)
+def image_indices(sym, states):
+    """(G, n): basis row of g s for every element g and basis state s."""
+    codes = states_to_codes(states)
+    order = np.argsort(codes)
+    images = states_to_codes(sym.apply(states))  # (n, G)
+    pos = np.searchsorted(codes[order], images)
+    assert np.all(codes[order][np.minimum(pos, len(codes) - 1)] == images)
+    return order[pos].T
+
+
+def commutator_norms(H, sym, states, rng):
+    """max |(H E_g - E_g H) x| for random x, every element g; (E_g x)(s) = x(g s)."""
+    idx = image_indices(sym, states)
+    x = rng.standard_normal((len(states), 2))
+    Hx = H @ x
+    return np.array([np.abs(H @ x[idx[g]] - Hx[idx[g]]).max() for g in range(sym.n_elements)])
+
+
+@pytest.mark.parametrize(
+    "lattice, J2",
+    [(Square(4), 0.5), (Square(4), 0.0), (Square(2, 4), 0.3)],
+    ids=["4x4-J1J2", "4x4-marshall-J1", "2x4-J1J2"],
+)
+def test_hamiltonian_commutes_with_its_symmetries(lattice, J2, rng):
+    ham = Heisenberg(lattice, J2=J2, marshall_sign=(J2 == 0.0))
+    states = all_states(lattice.n_sites, 0)
+    H = ham.to_sparse(states)
+    sym = full_symmetry(lattice)
+    assert commutator_norms(H, sym, states, rng).max() < 1e-12
+    # the check is not vacuous: a field on site 0 breaks the translations
+    odd = (H + sp.diags(states[:, 0].astype(float))).tocsr()
+    assert commutator_norms(odd, sym, states, rng).max() > 0.1
+    # E_g of exact.symmetry_matrix is the same operator
+    E = symmetry_matrix(sym, 5, states)
+    x = rng.standard_normal(len(states))
+    np.testing.assert_array_equal(E @ x, x[image_indices(sym, states)[5]])
+
+
+def test_ising_commutes_with_its_symmetries(rng):
+    ham = TransverseFieldIsing(Square(3), J=0.7, h=1.3)
+    states = all_states(9)
+    sym = full_symmetry(Square(3))
+    assert sym.n_elements == 9 * 8 * 2
+    assert commutator_norms(ham.to_sparse(states), sym, states, rng).max() < 1e-12
+
+
+@pytest.mark.parametrize("name", ["heis-chain6", "heis-3x3", "ising-3x3"])
+def test_local_energy_matches_dense(name):
+    make_h, make_dense = CASES[name]
+    ham, dense = make_h(), make_dense()
+    states = all_states(ham.n_sites)
+    log_psi, params = make_log_psi(ham.n_sites, seed=len(name))
+    expected = dense_local_energy(dense, log_psi, params, states)
+    e_plain = np.asarray(local_energy(ham, log_psi, params, jnp.asarray(states)))
+    assert e_plain.dtype == np.complex128
+    np.testing.assert_allclose(e_plain, expected, rtol=1e-10, atol=1e-10)
+    # chunked: 5 samples per device per step (batch not a multiple: padded chunks)
+    e_chunk = np.asarray(local_energy(ham, log_psi, params, states, chunk_size=5))
+    np.testing.assert_allclose(e_chunk, expected, rtol=1e-10, atol=1e-10)
+    # variational energy: <E_loc> under |psi|^2 equals <psi|H|psi>/<psi|psi>
+    p = exact_probabilities(log_psi, params, states)
+    total_sz = None
+    e_var = exact_expectation(ham, log_psi, params, total_sz=total_sz)
+    psi = np.exp(np.asarray(log_psi(params, jnp.asarray(states)), dtype=complex))
+    assert abs(e_var - np.vdot(psi, dense @ psi).real / np.vdot(psi, psi).real) < 1e-10
+    assert abs(np.sum(p * e_chunk) - e_var) < 1e-10
+    assert abs(np.sum(p * e_chunk).imag) < 1e-10
+
+
+def test_local_energy_in_a_sector_with_known_log_psi_and_jit():
+    ham = Heisenberg(Square(2, 3), J2=0.3)
+    states = all_states(6, 0)
+    log_psi, params = make_log_psi(6, seed=11)
+    dense = ham.to_dense(states)
+    expected = dense_local_energy(dense, log_psi, params, states)
+    f = make_local_energy(ham, log_psi, chunk_size=1)
+    lp = log_psi(params, jnp.asarray(states))
+    got = f(params, jnp.asarray(states), lp)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-10)
+    got2 = f(params, jnp.asarray(states))
+    np.testing.assert_allclose(np.asarray(got2), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_local_energy_with_vanishing_amplitudes_has_no_nan():
+    """psi = 0 on half the space (log psi = -inf): the finite rows stay exact, no NaN."""
+    ham = Heisenberg(Chain(6), J2=0.4)
+    log_psi0, params = make_log_psi(6, seed=3)
+
+    def log_psi(p, s):
+        return log_psi0(p, s) + jnp.where(s[:, 0] > 0, 0.0, -jnp.inf)
+
+    states = all_states(6)
+    keep = states[:, 0] > 0
+    dense = dense_heisenberg(Chain(6), 1.0, 0.4, 1.0, False)
+    psi = np.exp(np.asarray(log_psi(params, jnp.asarray(states)), dtype=complex))
+    assert np.sum(psi == 0) == 32
+    expected = (dense @ psi)[keep] / psi[keep]
+    for chunk in (None, 3):
+        got = np.asarray(local_energy(ham, log_psi, params, states[keep], chunk_size=chunk))
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_real_log_psi_gives_real_local_energy():
+    ham = TransverseFieldIsing(Chain(6), h=0.5)
+
+    def log_psi(p, s):
+        return s.astype(jnp.float64) @ p
+
+    params = jnp.linspace(-0.3, 0.4, 6)
+    states = all_states(6)
+    got = np.asarray(local_energy(ham, log_psi, params, states))
+    assert got.dtype == np.float64
+    psi = np.exp(np.asarray(log_psi(params, jnp.asarray(states))))
+    np.testing.assert_allclose(got, dense_ising(Chain(6), 1.0, 0.5) @ psi / psi, rtol=1e-12)
+
+
+def test_marshall_sign_is_a_basis_rotation():
+    for lattice, J2 in ((Chain(8), 0.0), (Square(2, 4), 0.5), (Square(3), 0.3)):
+        plain = Heisenberg(lattice, J2=J2).to_dense(all_states(lattice.n_sites))
+        rot = Heisenberg(lattice, J2=J2, marshall_sign=True).to_dense(all_states(lattice.n_sites))
+        np.testing.assert_allclose(np.linalg.eigvalsh(plain), np.linalg.eigvalsh(rot), atol=1e-10)
+        u = marshall_sign(lattice, all_states(lattice.n_sites)).astype(float)
+        np.testing.assert_allclose(rot, u[:, None] * plain * u[None, :], atol=1e-14)
+        assert not np.allclose(rot, plain)
+
+
+def test_bad_input():
+    ham = Heisenberg(Chain(6))
+    log_psi, params = make_log_psi(6, seed=0)
+    with pytest.raises(ValueError, match="samples"):
+        local_energy(ham, log_psi, params, np.ones((4, 5), np.int8))
+    with pytest.raises(ValueError, match="samples"):
+        local_energy(ham, log_psi, params, np.zeros((4, 6), np.int8))
+    with pytest.raises(ValueError, match="samples"):
+        local_energy(ham, log_psi, params, jnp.ones((4, 7), jnp.int8))
+    with pytest.raises(ValueError, match="chunk_size"):
+        local_energy(ham, log_psi, params, np.ones((4, 6), np.int8), chunk_size=0)
+    with pytest.raises(ValueError, match="log_psi_samples"):
+        local_energy(ham, log_psi, params, np.ones((4, 6), np.int8), log_psi_samples=jnp.zeros(3))
+    with pytest.raises(ValueError, match="s:"):
+        ham.connected(jnp.ones((2, 5), jnp.int8))
+    with pytest.raises(TypeError, match="lattice"):
+        Heisenberg("4x4")
+    with pytest.raises(TypeError, match="J2"):
+        Heisenberg(Chain(4), J2="big")
+    with pytest.raises(ValueError, match="h"):
+        TransverseFieldIsing(Chain(4), h=float("nan"))
+    with pytest.raises(ValueError, match="outside"):
+        TransverseFieldIsing(Chain(6)).to_sparse(all_states(6, 0))
+    with pytest.raises(ValueError, match="repeated"):
+        ham.to_sparse(np.concatenate([all_states(6, 0)] * 2))
+    with pytest.raises(ValueError, match=r"\+1 or -1"):
+        ham.to_sparse(np.zeros((3, 6), np.int8))

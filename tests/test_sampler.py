@@ -1,0 +1,241 @@
+"""Tests of quantax_lite.sampler: exact distributions by chi-square, detailed bookkeeping.
+
+All Metropolis tests run on the 8 simulated devices of conftest (n_chains a multiple
+of 8). Seeds are fixed, so each chi-square test is deterministic for a given device
+count; the threshold p > 1e-3 is loose enough for a correct sampler and tight
+enough that sampling |psi| instead of |psi|^2, or a biased rule, fails.
+"""
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from quantax_lite.lattice import Chain, Square
+from quantax_lite.sampler import (
+    ExactSampler,
+    Exchange,
+    LocalFlip,
+    MetropolisSampler,
+    Mixture,
+    acceptance_rate,
+    per_chain,
+)
+from quantax_lite.utils import batch_sharding, make_mesh
+
+N_CHAINS = 64
+P_MIN = 1e-3
+
+
+def log_psi(params, s):
+    """A random complex 'Jastrow' amplitude: log psi = a.s + s.B.s / 2, (batch,) complex."""
+    x = s.astype(jnp.float64)
+    return x @ params["a"] + 0.5 * jnp.einsum("bi,ij,bj->b", x, params["b"], x)
+
+
+def uniform_log_psi(params, s):
+    return jnp.zeros(s.shape[0])
+
+
+def random_params(seed, n_sites, scale=0.15):
+    rng = np.random.default_rng(seed)
+    c = lambda *shape: scale * (rng.normal(size=shape) + 1j * rng.normal(size=shape))  # noqa: E731
+    b = c(n_sites, n_sites)
+    return {"a": jnp.asarray(c(n_sites)), "b": jnp.asarray(np.triu(b, 1) + np.triu(b, 1).T)}
+
+
+def exact_distribution(params, n_sites, total_sz):
+    """(states, |psi|^2 normalized) by explicit enumeration, independent of the package."""
+    states = np.array(list(itertools.product([1, -1], repeat=n_sites)), dtype=np.int8)
+    if total_sz is not None:
+        states = states[states.sum(axis=1) == 2 * total_sz]
+    lp = np.array([complex(log_psi(params, jnp.asarray(s[None]))[0]) for s in states])
+    p = np.exp(2 * (lp.real - lp.real.max()))
+    return states, p / p.sum()
+
+
+def chi2_pvalue(samples, params, n_sites, total_sz):
+    states, p = exact_distribution(params, n_sites, total_sz)
+    index = {tuple(s): i for i, s in enumerate(states)}
+    samples = np.asarray(samples)
+    idx = np.array([index.get(tuple(s), -1) for s in samples])
+    assert np.all(idx >= 0), "a sample lies outside the expected sector"
+    counts = np.bincount(idx, minlength=len(states))
+    expected = p * len(samples)
+    assert expected.min() > 5, "too few samples for a chi-square test"
+    return chisquare(counts, expected).pvalue
+
+
+SYSTEMS = {"square2x2": Square(2), "chain6": Chain(6)}
+
+
+def make_rule(name, lattice):
+    if name == "flip":
+        return LocalFlip()
+    if name == "exchange":
+        return Exchange(lattice.bonds())
+    return Mixture([LocalFlip(), Exchange(lattice.bonds())], [0.3, 0.7])
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS))
+@pytest.mark.parametrize("rule_name", ["flip", "exchange", "mixture"])
+def test_metropolis_matches_psi_squared(system, rule_name):
+    lattice = SYSTEMS[system]
+    n = lattice.n_sites
+    rule = make_rule(rule_name, lattice)
+    total_sz = 0 if rule.conserves_sz else None
+    params = random_params(7, n)
+    # Sweeps of 2 n_sites proposals keep consecutive samples nearly independent.
+    sampler = MetropolisSampler(log_psi, rule, N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+    state = sampler.init(jax.random.key(11), params)
+    samples, lp, state = sampler.sample(state, params, N_CHAINS * 120)
+
+    assert samples.shape == (N_CHAINS * 120, n) and samples.dtype == jnp.int8
+    assert samples.sharding.is_equivalent_to(batch_sharding(make_mesh(), 2), 2)
+    np.testing.assert_allclose(lp, log_psi(params, samples), rtol=1e-12, atol=1e-12)
+    if rule.conserves_sz:
+        assert np.all(np.asarray(samples).sum(axis=1) == 0)
+    assert 0.05 < acceptance_rate(state) < 1.0
+    assert chi2_pvalue(samples, params, n, total_sz) > P_MIN
+
+
+def test_chi_square_detects_wrong_distribution():
+    """The test above has power: |psi| (not |psi|^2) samples fail it."""
+    n = 6
+    params = random_params(7, n)
+    half = jax.tree_util.tree_map(lambda v: 0.5 * v, params)  # psi^(1/2): |psi|^2 -> |psi|
+    sampler = MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+    samples, _, _ = sampler.sample(sampler.init(jax.random.key(11), half), half, N_CHAINS * 120)
+    assert chi2_pvalue(samples, params, n, None) < 1e-6
+
+
+def test_exchange_conserves_nonzero_sector_and_state_bookkeeping():
+    lattice = Chain(6)
+    params = random_params(3, 6)
+    sampler = MetropolisSampler(
+        log_psi, Exchange(lattice.bonds()), N_CHAINS, 6, sweep_size=2 * 6, n_thermalize=10,
+        total_sz=1,
+    )
+    state = sampler.init(jax.random.key(0), params)
+    assert np.all(np.asarray(state.states).sum(axis=1) == 2)
+    assert not bool(state.thermalized)
+    samples, lp, state = sampler.sample(state, params, N_CHAINS * 4)
+    assert bool(state.thermalized)
+    assert np.all(np.asarray(samples).sum(axis=1) == 2)
+    # Chain-major layout: the last recorded sample of chain c is the chain's state.
+    chains = per_chain(samples, N_CHAINS)
+    np.testing.assert_array_equal(chains[:, -1], state.states)
+    np.testing.assert_allclose(state.log_psi, log_psi(params, state.states), rtol=1e-12)
+    np.testing.assert_array_equal(state.n_proposed, np.full(N_CHAINS, 4 * 12))
+    # The chains persist: the next call starts where the last one stopped.
+    samples2, _, state2 = sampler.sample(state, params, N_CHAINS * 4)
+    assert not np.array_equal(samples, samples2)
+    assert np.all(np.asarray(samples2).sum(axis=1) == 2)
+
+
+@pytest.mark.parametrize(
+    "rule_name, total_sz, expected",
+    [
+        ("flip", None, 1.0),  # every flip changes the state and is accepted
+        ("exchange", 0, 6 / (2 * 5)),  # P(bond anti-aligned) in Sz = 0: N / (2 (N - 1))
+        ("mixture", None, 0.3 * 1.0 + 0.7 * 0.5),  # unconstrained: P(anti-aligned) = 1/2
+    ],
+)
+def test_acceptance_on_uniform_psi(rule_name, total_sz, expected):
+    lattice = Chain(6)
+    sampler = MetropolisSampler(
+        uniform_log_psi, make_rule(rule_name, lattice), N_CHAINS, 6, n_thermalize=2,
+        total_sz=total_sz,
+    )
+    _, _, state = sampler.sample(sampler.init(jax.random.key(5), None), None, N_CHAINS * 50)
+    rate = acceptance_rate(state)
+    if expected == 1.0:
+        assert rate == 1.0
+        np.testing.assert_array_equal(state.n_accepted, state.n_proposed)
+    else:
+        assert abs(rate - expected) < 0.02
+
+
+def test_same_key_same_samples_and_chunking():
+    n = 4
+    params = random_params(1, n)
+    rule = Mixture([LocalFlip(), Exchange(Square(2).bonds())], [0.3, 0.7])
+    sampler = MetropolisSampler(log_psi, rule, N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+
+    def run(smp, seed):
+        return smp.sample(smp.init(jax.random.key(seed), params), params, N_CHAINS * 120)
+
+    a, lp_a, _ = run(sampler, 11)
+    b, lp_b, _ = run(MetropolisSampler(log_psi, rule, N_CHAINS, n, sweep_size=2 * n,
+                                       n_thermalize=10), 11)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(lp_a, lp_b)
+    c, _, _ = run(sampler, 12)
+    assert not np.array_equal(a, c)
+    # Chunked evaluation of the proposals (2 rows per device per call) changes nothing.
+    chunked = MetropolisSampler(log_psi, rule, N_CHAINS, n, sweep_size=2 * n, n_thermalize=10,
+                                chunk_size=2)
+    d, lp_d, _ = run(chunked, 11)
+    np.testing.assert_array_equal(a, d)
+    np.testing.assert_allclose(lp_a, lp_d, rtol=1e-12)
+
+
+def test_initial_states_and_forced_thermalization():
+    n = 6
+    params = random_params(2, n)
+    sampler = MetropolisSampler(log_psi, LocalFlip(), 8, n, n_thermalize=3)
+    start = np.ones((8, n), np.int8)
+    state = sampler.init(jax.random.key(0), params, initial_states=start)
+    np.testing.assert_array_equal(state.states, start)
+    np.testing.assert_allclose(state.log_psi, log_psi(params, jnp.asarray(start)), rtol=1e-12)
+    # Without thermalization the first recorded sample is one sweep from the start.
+    samples, _, _ = sampler.sample(state, params, 8, thermalize=False)
+    assert np.all(np.sum(np.asarray(samples) != 1, axis=1) <= n)
+
+
+def test_exact_sampler_matches_psi_squared():
+    n = 6
+    params = random_params(7, n)
+    for total_sz in (None, 0):
+        sampler = ExactSampler(log_psi, n, total_sz=total_sz)
+        states, lp, p = sampler.probabilities(params)
+        ref_states, ref_p = exact_distribution(params, n, total_sz)
+        order = {tuple(s): i for i, s in enumerate(ref_states)}
+        perm = [order[tuple(s)] for s in np.asarray(states)]
+        np.testing.assert_allclose(p, ref_p[perm], rtol=1e-10)
+        state = sampler.init(jax.random.key(4))
+        samples, lp_s, state2 = sampler.sample(state, params, 20000)
+        np.testing.assert_allclose(lp_s, log_psi(params, samples), rtol=1e-12)
+        assert chi2_pvalue(samples, params, n, total_sz) > P_MIN
+        again, _, _ = sampler.sample(state, params, 20000)
+        np.testing.assert_array_equal(samples, again)
+        other, _, _ = sampler.sample(state2, params, 20000)
+        assert not np.array_equal(samples, other)
+
+
+def test_bad_arguments():
+    params = random_params(0, 6)
+    with pytest.raises(ValueError, match="multiple of the device count"):
+        MetropolisSampler(log_psi, LocalFlip(), 12, 6).init(jax.random.key(0), params)
+    sampler = MetropolisSampler(log_psi, LocalFlip(), 8, 6)
+    state = sampler.init(jax.random.key(0), params)
+    with pytest.raises(ValueError, match="n_samples=12 must be a multiple of n_chains=8"):
+        sampler.sample(state, params, 12)
+    with pytest.raises(ValueError, match="initial_states"):
+        sampler.init(jax.random.key(0), params, initial_states=np.ones((8, 5), np.int8))
+    with pytest.raises(ValueError, match="initial_states"):
+        sampler.init(jax.random.key(0), params, initial_states=np.zeros((8, 6), np.int8))
+    with pytest.raises(ValueError, match="out of range"):
+        MetropolisSampler(log_psi, Exchange([(0, 6)]), 8, 6)
+    with pytest.raises(ValueError, match="bonds"):
+        Exchange(np.zeros((3, 3), int))
+    with pytest.raises(ValueError, match="total_sz"):
+        MetropolisSampler(log_psi, Exchange(Chain(5).bonds()), 8, 5)  # Sz = 0 needs even N
+    with pytest.raises(ValueError, match="probs"):
+        Mixture([LocalFlip()], [0.5, 0.5])
+    with pytest.raises(TypeError, match="rule"):
+        MetropolisSampler(log_psi, "flip", 8, 6)
+    with pytest.raises(ValueError, match="max_states"):
+        ExactSampler(log_psi, 30)

@@ -1,0 +1,222 @@
+"""SR / MinSR: dense float64 references, push-through identity, fallback, collectives,
+and one imaginary-time step on an exactly enumerable system (8 devices, float64)."""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from quantax_lite.sr import natural_gradient, solve_psd, sr_direction, unravel_like
+from quantax_lite.utils import batch_sharding, make_mesh
+
+
+def reference_update(O, e, diag_shift, diag_scale, real_params):
+    """Dense numpy SR: (S + eps) x = F from explicitly centered, normalized, stacked rows."""
+    O = np.asarray(O).astype(np.complex128 if np.iscomplexobj(O) else np.float64)
+    e = np.asarray(e).astype(np.complex128)
+    n, p = O.shape
+    Oc = (O - O.mean(axis=0)) / np.sqrt(n)
+    ec = (e - e.mean()) / np.sqrt(n)
+    if real_params:
+        A = np.concatenate([Oc.real, Oc.imag]) if np.iscomplexobj(Oc) else Oc
+        b = np.concatenate([ec.real, ec.imag]) if np.iscomplexobj(Oc) else ec.real
+    else:
+        A, b = Oc, ec
+    S = A.conj().T @ A
+    F = A.conj().T @ b
+    eps = diag_shift + diag_scale * np.trace(S).real / p
+    return np.linalg.solve(S + eps * np.eye(p), F)
+
+
+def random_problem(rng, n, p, kind, dtype=np.float64):
+    O = rng.normal(size=(n, p)) + 1.5 * rng.normal(size=p)  # nonzero column means
+    e = rng.normal(size=n) - 3.0
+    if kind != "real":
+        O = O + 1j * (rng.normal(size=(n, p)) - 0.5)
+        e = e + 1j * rng.normal(size=n)
+    cdt = np.result_type(dtype, np.complex64) if np.iscomplexobj(O) else dtype
+    return O.astype(cdt), e.astype(np.result_type(dtype, e.dtype))
+
+
+# kind: complex O with real parameters (real formulation), complex parameters, real O.
+# Shapes are not multiples of the 8 devices (padding); MinSR is the automatic choice for
+# (9, 70), SR for (52, 10); the other method is forced too, with small float64 blocks.
+@pytest.mark.parametrize(
+    "kind, n, p",
+    [("complex_real_params", 9, 70), ("holomorphic", 9, 70), ("real", 52, 10)],
+)
+def test_sr_and_minsr_match_dense_reference(rng, kind, n, p):
+    real_params = kind != "holomorphic"
+    mesh = make_mesh()
+    O, e = random_problem(rng, n, p, kind)
+    ref = reference_update(O, e, 1e-3, 1e-2, real_params)
+    rows = 2 * n if (kind == "complex_real_params") else n
+    auto = "minsr" if rows < p else "sr"
+    for method, block in [("auto", None), ("sr" if auto == "minsr" else "minsr", 3)]:
+        x, info = sr_direction(
+            jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, diag_scale=1e-2, method=method,
+            real_params=real_params, block_size=block, mesh=mesh, return_info=True,
+        )
+        assert info.method == (auto if method == "auto" else method)
+        assert x.shape == (p,)
+        assert x.dtype == (np.complex128 if kind == "holomorphic" else np.float64)
+        assert not bool(info.used_fallback)
+        np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+
+
+def test_push_through_identity_minsr_equals_sr(rng):
+    """MinSR O^H (T + eps)^-1 eps_vec equals SR (S + eps)^-1 F for the same (relative) eps."""
+    O, e = random_problem(rng, 16, 48, "complex_real_params")
+    O, e = jnp.asarray(O), jnp.asarray(e)
+    x_sr, i_sr = sr_direction(O, e, diag_shift=1e-4, diag_scale=0.05, method="sr", return_info=True)
+    x_min, i_min = sr_direction(O, e, diag_shift=1e-4, diag_scale=0.05, method="minsr", return_info=True)
+    assert i_sr.method == "sr" and i_min.method == "minsr"
+    np.testing.assert_allclose(float(i_sr.eps), float(i_min.eps), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(x_min), np.asarray(x_sr), rtol=1e-8, atol=1e-10)
+
+
+def test_float32_jacobian_is_solved_in_float64(rng):
+    O, e = random_problem(rng, 40, 12, "complex_real_params", dtype=np.float32)
+    assert O.dtype == np.complex64
+    x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-6)
+    assert x.dtype == np.float64
+    ref = reference_update(O, e, 1e-6, 0.0, True)  # from the same float32 values, in float64
+    np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9)
+
+
+def test_fallback_on_singular_matrices(rng):
+    # SR: duplicated parameter columns and no shift -> S exactly singular
+    O, e = random_problem(rng, 40, 8, "real")
+    O[:, 5] = O[:, 2]
+    x, info = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=0.0, method="sr", return_info=True)
+    assert bool(info.used_fallback) and np.all(np.isfinite(np.asarray(x)))
+    Oc = (O - O.mean(0)) / np.sqrt(40)
+    ec = (e - e.mean()) / np.sqrt(40)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.pinv(Oc) @ ec, rtol=1e-7, atol=1e-9)
+    # MinSR: duplicated samples -> T exactly singular; the pseudo-inverse gives pinv(O) e
+    O, e = random_problem(rng, 8, 30, "complex_real_params")
+    O[3], e[3] = O[1], e[1]
+    x, info = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=0.0, method="minsr", return_info=True)
+    assert bool(info.used_fallback) and np.all(np.isfinite(np.asarray(x)))
+    Oc = (O - O.mean(0)) / np.sqrt(8)
+    ec = (e - e.mean()) / np.sqrt(8)
+    A, b = np.concatenate([Oc.real, Oc.imag]), np.concatenate([ec.real, ec.imag])
+    np.testing.assert_allclose(np.asarray(x), np.linalg.pinv(A) @ b, rtol=1e-7, atol=1e-9)
+
+
+def test_solve_psd_uses_cholesky_when_well_conditioned_and_falls_back_otherwise(rng):
+    B = rng.normal(size=(6, 6))
+    A = B @ B.T + 0.1 * np.eye(6)
+    b = rng.normal(size=6)
+    x, fb = jax.jit(solve_psd)(jnp.asarray(A), jnp.asarray(b))
+    assert not bool(fb)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(A, b), rtol=1e-10)
+    # rank-deficient PSD matrix (rank 3)
+    C = B[:, :3] @ B[:, :3].T
+    x, fb = jax.jit(solve_psd)(jnp.asarray(C), jnp.asarray(b))
+    assert bool(fb)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.pinv(C, rcond=1e-12, hermitian=True) @ b, rtol=1e-7)
+
+
+def _collectives(txt):
+    names = ["all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter"]
+    return {c: len(re.findall(rf" {c}(-start)?\(", txt)) for c in names}
+
+
+def test_sr_step_collectives_on_8_devices(record_property):
+    """SR: only all-reduces; MinSR: one all-to-all of O, all-gathers only of 1-D vectors."""
+    mesh = make_mesh()
+    assert mesh.size == 8
+    for (n, p), method in [((64, 16), "sr"), ((16, 64), "minsr")]:
+        O = jax.device_put(jnp.zeros((n, p), jnp.complex64), batch_sharding(mesh, 2))
+        e = jax.device_put(jnp.zeros((n,), jnp.complex128), batch_sharding(mesh, 1))
+        step = jax.jit(lambda O, e: sr_direction(O, e, method=method, mesh=mesh))
+        txt = step.lower(O, e).compile().as_text()
+        counts = _collectives(txt)
+        record_property(f"{method}_collectives", counts)
+        print(method, counts)
+        gathered = re.findall(r"= \w+\[([\d,]*)\]\S* all-gather(?:-start)?\(", txt)
+        assert all("," not in shape for shape in gathered), gathered  # never a 2-D block of O
+        if method == "sr":
+            assert counts["all-gather"] == 0 and counts["all-to-all"] == 0
+            assert counts["all-reduce"] >= 1
+        else:
+            assert counts["all-to-all"] >= 1 and counts["all-reduce"] >= 1
+
+
+def test_one_sr_step_lowers_the_exact_energy(rng):
+    from quantax_lite.exact import exact_expectation
+    from quantax_lite.hilbert import all_states
+    from quantax_lite.lattice import Chain
+    from quantax_lite.models import RBM
+    from quantax_lite.operators import Heisenberg
+
+    lattice = Chain(6)
+    ham = Heisenberg(lattice)
+    states = all_states(6, total_sz=0)
+    model = RBM(alpha=1, complex_output=True)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.asarray(states[:2]))
+    params = jax.tree.map(lambda x: 0.2 * rng.normal(size=x.shape).astype(x.dtype), shapes)
+    log_psi = model.apply
+
+    psi = np.exp(np.asarray(log_psi(params, jnp.asarray(states))).astype(np.complex128))
+    H = ham.to_sparse(states).toarray()
+    prob = np.abs(psi) ** 2 / np.sum(np.abs(psi) ** 2)
+    idx = rng.choice(len(states), size=2048, p=prob)
+    samples = jnp.asarray(states[idx])
+    e_loc = jnp.asarray(((H @ psi) / psi)[idx])
+
+    update, info = natural_gradient(
+        log_psi, params, samples, e_loc, chunk_size=64, diag_shift=1e-3, return_info=True
+    )
+    assert info.method == "sr"
+    assert jax.tree.structure(update) == jax.tree.structure(params)
+    assert all(u.dtype == p.dtype and u.shape == p.shape for u, p in zip(jax.tree.leaves(update), jax.tree.leaves(params)))
+    flat = ravel_pytree(update)[0]
+
+    opt = optax.sgd(0.05)
+    updates, _ = opt.update(update, opt.init(params), params)
+    new_params = optax.apply_updates(params, updates)
+    np.testing.assert_allclose(ravel_pytree(new_params)[0], ravel_pytree(params)[0] - 0.05 * flat, rtol=1e-12)
+    e0 = exact_expectation(ham, log_psi, params, total_sz=0)
+    e1 = exact_expectation(ham, log_psi, new_params, total_sz=0)
+    assert e1 < e0 - 1e-3, (e0, e1)
+    # adam accepts the same update pytree
+    adam = optax.adam(1e-2)
+    updates, _ = adam.update(update, adam.init(params), params)
+    assert jax.tree.structure(updates) == jax.tree.structure(params)
+
+
+def test_unravel_like_follows_ravel_pytree_order_and_dtypes(rng):
+    params = {"b": jnp.zeros((2, 3), jnp.float32), "a": [jnp.zeros(4), jnp.zeros((), jnp.float64)]}
+    flat = jnp.asarray(rng.normal(size=11))
+    tree = unravel_like(flat, params)
+    _, unravel = ravel_pytree(params)
+    expected = unravel(flat)
+    for u, ex, p in zip(jax.tree.leaves(tree), jax.tree.leaves(expected), jax.tree.leaves(params)):
+        assert u.dtype == p.dtype and u.shape == p.shape
+        np.testing.assert_allclose(np.asarray(u), np.asarray(ex).astype(p.dtype), rtol=1e-7)
+
+
+def test_bad_arguments_raise_clear_errors():
+    O, e = jnp.ones((8, 3)), jnp.ones(8)
+    with pytest.raises(ValueError, match="e_loc"):
+        sr_direction(O, jnp.ones(7))
+    with pytest.raises(ValueError, match="jac"):
+        sr_direction(jnp.ones(8), e)
+    with pytest.raises(ValueError, match="method"):
+        sr_direction(O, e, method="cg")
+    with pytest.raises(ValueError, match="diag_shift"):
+        sr_direction(O, e, diag_shift=-1.0)
+    with pytest.raises(ValueError, match="block_size"):
+        sr_direction(O, e, block_size=0)
+    with pytest.raises(TypeError, match="complex update"):
+        unravel_like(jnp.ones(3, jnp.complex128), {"w": jnp.ones(3)})
+    with pytest.raises(ValueError, match="shape"):
+        unravel_like(jnp.ones(4), {"w": jnp.ones(3)})
+    with jax.enable_x64(False):
+        with pytest.raises(RuntimeError, match="float64"):
+            sr_direction(O, e)

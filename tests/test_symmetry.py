@@ -1,0 +1,201 @@
+"""Symmetry groups: closure, 1-D representations, sizes, action, sectors, clear errors."""
+import numpy as np
+import pytest
+
+from quantax_lite.exact import ground_state
+from quantax_lite.hilbert import states_to_codes
+from quantax_lite.lattice import Chain, Square
+from quantax_lite.operators import Heisenberg
+from quantax_lite.symmetry import (
+    Symmetry,
+    full_symmetry,
+    identity,
+    point_group,
+    product,
+    spin_inversion,
+    translations,
+)
+
+
+def brute_force_check_group(sym: Symmetry):
+    """Every composition of two elements lies in the group, with chi(gh) = chi(g) chi(h)."""
+    P, F, chi = sym.perms, sym.flips.astype(int), sym.characters
+    index = {(tuple(p), f): g for g, (p, f) in enumerate(zip(P.tolist(), F.tolist()))}
+    assert len(index) == sym.n_elements  # no repeats
+    # comp[h, g, i] = P[h, P[g, i]]: "apply h, then g"
+    comp = P[:, P]
+    for h in range(sym.n_elements):
+        for g in range(sym.n_elements):
+            gh = index[(tuple(comp[h, g].tolist()), F[g] * F[h])]
+            assert abs(chi[gh] - chi[g] * chi[h]) < 1e-9
+
+
+def apply_loop(sym: Symmetry, s):
+    out = np.empty((sym.n_elements,) + s.shape, dtype=s.dtype)
+    for g in range(sym.n_elements):
+        for i in range(sym.n_sites):
+            out[g, i] = sym.flips[g] * s[sym.perms[g, i]]
+    return out
+
+
+def test_group_sizes():
+    sq = Square(4)
+    assert translations(sq).n_elements == 16
+    assert point_group(sq).n_elements == 8
+    assert spin_inversion(sq).n_elements == 2
+    assert full_symmetry(sq).n_elements == 16 * 8 * 2
+    assert full_symmetry(Square(6)).n_elements == 36 * 8 * 2
+    assert full_symmetry(Square(4, 6)).n_elements == 24 * 4 * 2  # C2v on a rectangle
+    assert full_symmetry(Chain(16)).n_elements == 16 * 2 * 2
+    assert full_symmetry(Square(4, pbc=False)).n_elements == 8 * 2  # no translations
+    assert identity(sq).n_elements == 1
+    # 2x2 torus: the group of its 4-cycle graph (8) times spin inversion; repeats merged
+    assert full_symmetry(Square(2)).n_elements == 16
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: full_symmetry(Square(4)),
+        lambda: translations(Square(4), momentum=(np.pi / 2, np.pi)),
+        lambda: product(translations(Square(4), (np.pi, np.pi)), point_group(Square(4))),
+        lambda: product(translations(Chain(6), (np.pi,)), point_group(Chain(6)), spin_inversion(Chain(6), -1)),
+        lambda: full_symmetry(Square(3, 5)),
+        lambda: point_group(Square(4), characters=[1, -1, 1, -1, 1, -1, 1, -1]),  # B1
+    ],
+)
+def test_closure_and_one_dimensional_representation(make):
+    brute_force_check_group(make())
+
+
+def test_action_matches_definition_numpy_and_jax():
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    sym = full_symmetry(Square(4))
+    s = rng.choice(np.array([-1, 1], np.int8), size=16)
+    expected = apply_loop(sym, s)
+    np.testing.assert_array_equal(sym.apply(s), expected)
+    batch = rng.choice(np.array([-1, 1], np.int8), size=(3, 16))
+    out = np.asarray(sym.apply(jnp.asarray(batch)))
+    assert out.shape == (3, sym.n_elements, 16) and out.dtype == np.int8
+    for b in range(3):
+        np.testing.assert_array_equal(out[b], apply_loop(sym, batch[b]))
+
+
+def test_translation_and_point_group_content():
+    sq = Square(4)
+    T = translations(sq, momentum=(np.pi / 2, 0.0))
+    # element g is the translation by coords[g]: (T_r s)[x] = s[x + r], chi = exp(i k.r)
+    for g, r in enumerate(sq.coords):
+        for i, x in enumerate(sq.coords):
+            assert T.perms[g, i] == sq.site_index(x + r)
+        assert np.isclose(T.characters[g], np.exp(1j * (np.pi / 2) * r[0]))
+    C = point_group(sq)
+    assert np.array_equal(C.perms[0], np.arange(16))
+    # rotations and reflections preserve the bonds (both orders)
+    for order in (1, 2):
+        bonds = {frozenset(b) for b in sq.bonds(order).tolist()}
+        for p in C.perms:
+            assert {frozenset((int(p[i]), int(p[j]))) for i, j in bonds} == bonds
+    # the inverse table
+    inv = full_symmetry(sq).inverse
+    P = full_symmetry(sq).perms
+    for g in range(0, 256, 17):
+        np.testing.assert_array_equal(P[g][P[inv[g]]], np.arange(16))
+
+
+def test_sector_convention_on_exact_eigenvectors():
+    """ED in a momentum sector gives psi(g s) = psi(s) / chi_g, and momentum k is exp(+i k x)."""
+    L = 8
+    chain = Chain(L)
+    H = Heisenberg(chain)
+    for m in (1, 3):
+        k = 2 * np.pi * m / L
+        T = translations(chain, momentum=(k,))
+        # one magnon: the sector ground state is the plane wave exp(+i k x) of the flipped spin
+        e, v, states = ground_state(H, total_sz=L / 2 - 1, symmetry=T)
+        x = np.argmin(states, axis=1)
+        plane = np.exp(1j * k * x) / np.sqrt(L)
+        assert abs(abs(np.vdot(plane, v)) - 1) < 1e-10
+        assert abs(e - (L / 4 - (1 - np.cos(k)))) < 1e-10
+        # Sz = 0: the eigenvector obeys psi(g s) = psi(s) / chi_g for every element
+        e, v, states = ground_state(H, total_sz=0, symmetry=T)
+        codes = states_to_codes(states)
+        where = {c: a for a, c in enumerate(codes)}
+        for g in range(T.n_elements):
+            images = T.apply(states)[:, g]
+            idx = np.array([where[c] for c in states_to_codes(images)])
+            np.testing.assert_allclose(v[idx], v / T.characters[g], atol=1e-10)
+        assert np.linalg.norm(v) == pytest.approx(1)
+
+
+def test_sector_energies_of_the_chain():
+    """Heisenberg ring ground state: momentum 0 for L/2 even, pi for L/2 odd; parity even."""
+    for L, k_gs in ((8, 0.0), (10, np.pi)):
+        chain = Chain(L)
+        H = Heisenberg(chain)
+        e_all = ground_state(H)[0]
+        e_k = ground_state(H, symmetry=translations(chain, (k_gs,)))[0]
+        e_other = ground_state(H, symmetry=translations(chain, (np.pi - k_gs,)))[0]
+        assert abs(e_k - e_all) < 1e-10 and e_other > e_all + 1e-3
+    e_full = ground_state(Heisenberg(Chain(8)), symmetry=full_symmetry(Chain(8)))[0]
+    assert abs(e_full - ground_state(Heisenberg(Chain(8)))[0]) < 1e-10
+
+
+def test_hash_equality_and_product_operator():
+    a = translations(Square(4))
+    b = translations(Square(4))
+    assert a == b and hash(a) == hash(b)
+    assert a != translations(Square(4), (np.pi, np.pi))
+    ab = a * point_group(Square(4))
+    assert ab == product(a, point_group(Square(4)))
+    assert ab.n_elements == 128
+    with pytest.raises(ValueError):
+        a.perms[0, 0] = 3  # read-only
+
+
+def test_errors():
+    sq = Square(4)
+    with pytest.raises(ValueError, match="C4v needs a square"):
+        point_group(Square(4, 6))
+    with pytest.raises(ValueError, match="periodic"):
+        translations(Square(4, pbc=False))
+    with pytest.raises(ValueError, match="momentum"):
+        translations(sq, momentum=(1.0, 0.0))
+    with pytest.raises(ValueError, match="momentum"):
+        translations(sq, momentum=(0.0,))
+    with pytest.raises(ValueError, match="one-dimensional representation|characters"):
+        product(translations(sq, (np.pi, 0.0)), point_group(sq))  # (pi, 0) is not C4v-invariant
+    with pytest.raises(ValueError, match="characters"):
+        point_group(sq, characters=[1, 1j, 1, 1, 1, 1, 1, 1])
+    with pytest.raises(ValueError, match="parity"):
+        spin_inversion(sq, parity=2)
+    with pytest.raises(TypeError, match="lattice"):
+        translations("4x4")
+    with pytest.raises(ValueError, match="acts on"):
+        product(translations(sq), translations(Chain(8)))
+    rot = point_group(sq).perms[1]
+    # a set that is not closed: {e, R} without R^2, R^3
+    with pytest.raises(ValueError, match="closed"):
+        Symmetry(np.stack([np.arange(16), rot]), [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="identity"):
+        Symmetry(rot[None], [1], [1])
+    with pytest.raises(ValueError, match="permutation"):
+        Symmetry([[0, 0, 1]], [1], [1])
+    with pytest.raises(ValueError, match="flips"):
+        Symmetry([[0, 1]], [2], [1])
+    with pytest.raises(ValueError, match="same group element"):
+        Symmetry([[0, 1], [0, 1]], [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="identity must have character 1"):
+        Symmetry([[0, 1]], [1], [-1])
+    # translations with characters that are not a representation
+    T = translations(Chain(4))
+    with pytest.raises(ValueError, match="representation"):
+        Symmetry(T.perms, T.flips, [1, 1j, 1, 1])
+    # the chain of 2: translation by one = reflection, but with characters -1 and +1
+    with pytest.raises(ValueError, match="characters"):
+        product(translations(Chain(2), (np.pi,)), point_group(Chain(2)))
+    # spin inversion does not map a total_sz != 0 sector to itself
+    with pytest.raises(ValueError, match="spin inversion"):
+        ground_state(Heisenberg(Chain(6)), total_sz=1, symmetry=spin_inversion(Chain(6)))
