@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
@@ -48,21 +49,30 @@ def resolve_total_sz(hamiltonian: SpinHamiltonian, total_sz):
 
 def _image_indices(perms: np.ndarray, flips: np.ndarray, states: np.ndarray) -> np.ndarray:
     """``(G, n)`` int: row index of ``g s_a`` in the basis, for every element and basis state."""
+    states = np.asarray(states)
+    n_sites = states.shape[1]
     codes = states_to_codes(states)
     order = np.argsort(codes)
     sorted_codes = codes[order]
-    out = np.empty((len(perms), len(states)), dtype=np.int64)
-    for g in range(len(perms)):
-        images = states[:, perms[g]] * flips[g]
-        target = states_to_codes(images)
-        pos = np.minimum(np.searchsorted(sorted_codes, target), len(states) - 1)
-        if not np.all(sorted_codes[pos] == target):
-            raise ValueError(
-                f"symmetry: element {g} maps the basis outside itself "
-                "(spin inversion needs total_sz=0 or None)"
-            )
-        out[g] = order[pos]
-    return out
+    # code(g s) = sum_i [s_perm[i] > 0] 2**i = sum_j [s_j > 0] 2**(perm^-1[j]); flip: complement
+    inv = np.argsort(perms, axis=1)  # (G, N)
+    weights = np.ldexp(1.0, inv).T  # (N, G), exact powers of two
+    bits = (states > 0).astype(np.float64)
+    if n_sites <= 50:  # float64 sums of distinct powers of two below 2**53 are exact
+        image_codes = (bits @ weights).astype(np.int64).T  # (G, n)
+    else:
+        image_codes = np.stack([states_to_codes(states[:, p]) for p in perms])
+    full = np.int64(2**n_sites - 1)
+    image_codes = np.where(np.asarray(flips)[:, None] < 0, full - image_codes, image_codes)
+    pos = np.minimum(np.searchsorted(sorted_codes, image_codes), len(states) - 1)
+    found = sorted_codes[pos] == image_codes
+    if not np.all(found):
+        g = int(np.nonzero(~found.all(axis=1))[0][0])
+        raise ValueError(
+            f"symmetry: element {g} maps the basis outside itself "
+            "(spin inversion needs total_sz=0 or None)"
+        )
+    return order[pos]
 
 
 def symmetry_matrix(symmetry: Symmetry, g: int, states) -> sp.csr_matrix:
@@ -79,21 +89,24 @@ def symmetry_matrix(symmetry: Symmetry, g: int, states) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(n), (np.arange(n), idx)), shape=(n, n))
 
 
+def _projector_from_indices(characters: np.ndarray, idx: np.ndarray) -> sp.csr_matrix:
+    G, n = idx.shape
+    rows = np.broadcast_to(np.arange(n), (G, n)).ravel()
+    vals = np.broadcast_to(characters[:, None] / G, (G, n)).ravel()
+    P = sp.csr_matrix((vals, (rows, idx.ravel())), shape=(n, n))  # duplicates are summed
+    P.sum_duplicates()
+    P.data[np.abs(P.data) < 1e-14] = 0
+    P.eliminate_zeros()
+    return P
+
+
 def sector_projector(symmetry: Symmetry, states) -> sp.csr_matrix:
     """Hermitian projector ``P = (1/G) sum_g chi_g E_g`` onto the symmetry sector (complex CSR).
 
     Its range holds exactly the states with ``psi(g s) = psi(s) / chi_g`` for every ``g``.
     """
-    states = np.asarray(states)
-    idx = _image_indices(symmetry.perms, symmetry.flips, states)
-    G, n = idx.shape
-    rows = np.broadcast_to(np.arange(n), (G, n)).ravel()
-    vals = np.broadcast_to(symmetry.characters[:, None] / G, (G, n)).ravel()
-    P = sp.coo_matrix((vals, (rows, idx.ravel())), shape=(n, n)).tocsr()
-    P.sum_duplicates()
-    P.data[np.abs(P.data) < 1e-14] = 0
-    P.eliminate_zeros()
-    return P
+    idx = _image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
+    return _projector_from_indices(symmetry.characters, idx)
 
 
 def sector_basis(symmetry: Symmetry, states) -> sp.csc_matrix:
@@ -103,11 +116,9 @@ def sector_basis(symmetry: Symmetry, states) -> sp.csc_matrix:
     orbit of the group (orbits whose projection vanishes are left out), so ``m`` is the
     sector dimension.
     """
-    states = np.asarray(states)
-    idx = _image_indices(symmetry.perms, symmetry.flips, states)
+    idx = _image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
     reps = np.unique(idx.min(axis=0))
-    P = sector_projector(symmetry, states)
-    Q = P[:, reps].tocsc()
+    Q = _projector_from_indices(symmetry.characters, idx)[:, reps].tocsc()
     norms = np.sqrt(np.asarray(abs(Q).power(2).sum(axis=0)).ravel())
     keep = norms > 1e-10
     Q = Q[:, keep] @ sp.diags(1.0 / norms[keep])
@@ -179,16 +190,34 @@ def ground_state_energy(hamiltonian: SpinHamiltonian, total_sz="auto", symmetry=
     return ground_state(hamiltonian, total_sz=total_sz, symmetry=symmetry)[0]
 
 
-def log_psi_on_states(log_psi: Callable, params, states, block: int = 16384) -> np.ndarray:
-    """``log_psi(params, states)`` as a numpy array, evaluated in blocks of ``block`` states."""
+def log_psi_on_states(
+    log_psi: Callable, params, states, block: int = 16384, jit: bool = True
+) -> np.ndarray:
+    """``log_psi(params, states)`` as a numpy array, in blocks of ``block`` states.
+
+    ``jit=True`` compiles ``log_psi`` once (the last block is padded with the first state
+    so that all blocks share one shape); ``jit=False`` for a non-jittable ``log_psi``.
+    """
     states = np.asarray(states)
-    out = [np.asarray(log_psi(params, jnp.asarray(states[i : i + block]))) for i in range(0, len(states), block)]
-    return np.concatenate(out) if out else np.zeros(0)
+    n = len(states)
+    if n == 0:
+        return np.zeros(0)
+    f = jax.jit(log_psi) if jit else log_psi
+    if n <= block:
+        return np.asarray(f(params, jnp.asarray(states)))
+    out = []
+    for i in range(0, n, block):
+        chunk = states[i : i + block]
+        m = len(chunk)
+        if m < block:
+            chunk = np.concatenate([chunk, np.broadcast_to(states[:1], (block - m, states.shape[1]))])
+        out.append(np.asarray(f(params, jnp.asarray(chunk)))[:m])
+    return np.concatenate(out)
 
 
-def exact_probabilities(log_psi: Callable, params, states) -> np.ndarray:
+def exact_probabilities(log_psi: Callable, params, states, *, jit: bool = True) -> np.ndarray:
     """Normalized ``|psi(s)|^2`` over ``states`` (n, n_sites) -> (n,) float64, summing to 1."""
-    lp = log_psi_on_states(log_psi, params, states)
+    lp = log_psi_on_states(log_psi, params, states, jit=jit)
     logp = 2.0 * np.real(lp).astype(np.float64)
     logp = logp - np.max(logp)
     p = np.exp(logp)
@@ -196,12 +225,16 @@ def exact_probabilities(log_psi: Callable, params, states) -> np.ndarray:
 
 
 def exact_expectation(
-    hamiltonian: SpinHamiltonian, log_psi: Callable, params, total_sz="auto"
+    hamiltonian: SpinHamiltonian, log_psi: Callable, params, total_sz="auto", *, jit: bool = True
 ) -> float:
-    """``<psi|H|psi> / <psi|psi>`` by full enumeration of the sector (float)."""
+    """``<psi|H|psi> / <psi|psi>`` by full enumeration of the sector (float).
+
+    ``total_sz`` as in :func:`ground_state` (``"auto"``: 0 for Heisenberg on an even
+    lattice, the full space otherwise). Overflow-safe (log psi is shifted by its maximum).
+    """
     total_sz = resolve_total_sz(hamiltonian, total_sz)
     states = all_states(hamiltonian.n_sites, total_sz)
-    lp = log_psi_on_states(log_psi, params, states).astype(np.complex128)
+    lp = log_psi_on_states(log_psi, params, states, jit=jit).astype(np.complex128)
     lp = lp - np.max(lp.real)
     psi = np.exp(lp)
     H = hamiltonian.to_sparse(states)

@@ -127,10 +127,11 @@ class SpinHamiltonian:
           s_conn: ``(..., max_conn, n_sites)`` int8; mels: ``(..., max_conn)`` float
           (float64 under ``jax_enable_x64``). Layout: see the module docstring.
         """
+        s = jnp.asarray(s)
         if s.shape[-1:] != (self.n_sites,):
             raise ValueError(f"s: expected last axis of length {self.n_sites}, got shape {tuple(s.shape)}")
         t = self._terms
-        s = jnp.asarray(s).astype(jnp.int8)
+        s = s.astype(jnp.int8)
         ftype = jnp.result_type(float)
         diag = self.diagonal(s)
         aligned = s[..., t.cond_pairs[:, 0]] == s[..., t.cond_pairs[:, 1]]

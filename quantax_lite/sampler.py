@@ -203,6 +203,27 @@ def _validate_initial_states(states: Any, n_chains: int, n_sites: int) -> jax.Ar
     return arr
 
 
+def _onto_mesh(tree: Any, sharding) -> Any:
+    """Move array leaves that live on other devices onto ``sharding``'s devices.
+
+    jit refuses arguments committed to different device sets (e.g. params on device 0
+    and chains on the mesh). Leaves already on the mesh are left as they are; in a
+    multi-process run the caller must already pass global arrays.
+    """
+    if jax.process_count() > 1:
+        return tree
+    devices = sharding.device_set
+
+    def move(x):
+        if isinstance(x, jax.core.Tracer):  # inside jit: placement is the caller's
+            return x
+        if isinstance(x, jax.Array) and x.sharding.device_set != devices:
+            return jax.device_put(x, sharding)
+        return x
+
+    return jax.tree_util.tree_map(move, tree)
+
+
 def per_chain(x: jax.Array, n_chains: int) -> jax.Array:
     """Reshape a chain-major per-sample array (n_samples, ...) to (n_chains, n_sweeps, ...)."""
     x = jnp.asarray(x)
@@ -216,7 +237,7 @@ def per_chain(x: jax.Array, n_chains: int) -> jax.Array:
 # --------------------------------------------------------------------------- Metropolis
 
 
-@partial(jax.tree_util.register_dataclass)
+@jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class SamplerState:
     """The persistent state of the Markov chains (a pytree).
@@ -308,11 +329,10 @@ class MetropolisSampler:
             states = random_states(k_init, self.n_sites, self.n_chains, total_sz=sector)
         else:
             states = _validate_initial_states(initial_states, self.n_chains, self.n_sites)
-        states, log_psi = _start_chains(self, mesh, states, params)
-        # Every leaf placed as the jitted loop returns it, so later calls reuse one program.
-        zeros = jax.device_put(jnp.zeros((self.n_chains,), jnp.int32), batch_sharding(mesh))
-        key, fresh = jax.device_put((key, jnp.asarray(False)), replicated_sharding(mesh))
-        return SamplerState(states, log_psi, key, zeros, zeros, fresh)
+        replicated = replicated_sharding(mesh)
+        states = _onto_mesh(states, batch_sharding(mesh, 2))
+        key, params = _onto_mesh((key, params), replicated)
+        return _start_chains(self, mesh, states, key, params)
 
     def sample(
         self,
@@ -353,6 +373,7 @@ class MetropolisSampler:
             raise TypeError(f"thermalize must be None, True or False, got {thermalize!r}")
         mesh = self._resolved_mesh()
         n_therm = jnp.asarray(n_therm, jnp.int32)
+        params = _onto_mesh(params, replicated_sharding(mesh))
         return _run_chains(self, mesh, n_samples // self.n_chains, n_therm, state, params)
 
     # -- internals ----------------------------------------------------------------
@@ -374,9 +395,16 @@ class MetropolisSampler:
 
 
 @partial(jax.jit, static_argnums=(0, 1))
-def _start_chains(sampler: MetropolisSampler, mesh, states, params):
+def _start_chains(sampler: MetropolisSampler, mesh, states, key, params) -> SamplerState:
+    """The initial state, every leaf placed as ``_run_chains`` returns it (so that the
+    first and later calls reuse one compiled program)."""
     states = jax.lax.with_sharding_constraint(states, batch_sharding(mesh, 2))
-    return states, sampler._evaluator(mesh)(params, states)
+    log_psi = sampler._evaluator(mesh)(params, states)
+    zeros = jax.lax.with_sharding_constraint(
+        jnp.zeros((sampler.n_chains,), jnp.int32), batch_sharding(mesh)
+    )
+    key, fresh = jax.lax.with_sharding_constraint((key, jnp.asarray(False)), replicated_sharding(mesh))
+    return SamplerState(states, log_psi, key, zeros, zeros, fresh)
 
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
@@ -438,7 +466,7 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
 # --------------------------------------------------------------------------- exact
 
 
-@partial(jax.tree_util.register_dataclass)
+@jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class ExactSamplerState:
     """State of the exact sampler: only the PRNG key for the next call."""

@@ -4,21 +4,21 @@ Notation. ``jac`` is the per-sample Jacobian O[s, k] = d log psi(s) / d theta_k 
 ``N`` samples drawn from |psi|^2 (shape ``(N, P)``), ``e_loc`` the local energies
 (shape ``(N,)``). With the centered, normalized quantities
 
-    Ō = (O - <O>) / sqrt(N),      ε = (E_loc - <E_loc>) / sqrt(N),
+    Ō = (O - <O>) / sqrt(N),      ē = (E_loc - <E_loc>) / sqrt(N),
 
 SR solves the ``P x P`` system
 
-    (S + eps I) dtheta = F,       S = Ō^H Ō,   F = Ō^H ε,
+    (S + eps I) dtheta = F,       S = Ō^H Ō,   F = Ō^H ē,
 
 and MinSR (for ``N < P``) the ``N x N`` one, through the push-through identity
 
-    dtheta = Ō^H (T + eps I)^-1 ε,   T = Ō Ō^H,
+    dtheta = Ō^H (T + eps I)^-1 ē,   T = Ō Ō^H,
 
 which gives the same ``dtheta`` as SR for the same ``eps``.
 
 Real parameters (the default, ``real_params=True``) with a complex ``jac`` use
-the real formulation: the rows of Ō and ε are stacked as ``[Re; Im]``, so
-S = Re(Ō^H Ō), F = Re(Ō^H ε) and T is ``2N x 2N``; the update is real. With
+the real formulation: the rows of Ō and ē are stacked as ``[Re; Im]``, so
+S = Re(Ō^H Ō), F = Re(Ō^H ē) and T is ``2N x 2N``; the update is real. With
 ``real_params=False`` (holomorphic networks with complex parameters) the
 complex formulation is solved and the update is complex.
 
@@ -53,12 +53,18 @@ Several devices. ``jac`` is sample-sharded over the mesh (as returned by
   (all-reduce of ``P x P`` and ``P``); ``jac`` never leaves its device.
 * MinSR: every entry of T couples two samples that may live on different
   devices, so some data of ``jac`` must move. It is re-sharded from samples to
-  parameters with one ``all_to_all`` (each device then holds all samples for
-  ``P / D`` parameters: the same per-device memory as before, never the whole
-  ``jac``), each device forms its parameters' contribution to T and the ``N x N``
-  sum is an all-reduce; the ``(P / D)`` slice of ``dtheta`` is then local. An
-  all-gather of ``jac`` would move the same bytes but hold all ``N x P`` entries
-  on every device. The local energies (``N`` numbers) are all-gathered.
+  parameters with one ``all_to_all``: each device then holds all samples for
+  ``P / D`` parameters (the same per-device memory as before, never the whole
+  ``jac``), forms its parameters' contribution to T, and the ``N x N`` sum is an
+  all-reduce; each device computes its ``P / D`` entries of ``dtheta``, which are
+  then all-gathered (a ``P``-vector). Per device the all-to-all sends and receives
+  ``(D - 1) N P / D^2`` entries; all-gathering ``jac`` instead would receive
+  ``(D - 1) N P / D`` entries (D times more) and hold all ``N x P`` of them on
+  every device. With ``N`` close to ``P / D`` or above, the all-reduce of the
+  ``N x N`` float64 T is the larger transfer: the price of solving the small
+  system whole on every device. The local energies (``N`` numbers) are
+  all-gathered too. When ``P`` is not a multiple of the device count, ``jac`` is
+  padded with zero columns first (one local copy).
 
 The small ``N x N`` (or ``P x P``) system itself is solved redundantly on every
 device.
@@ -286,7 +292,9 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
     x = _blocked_concat(
         lambda start, size: centered_block(start, size).conj().T @ y, p_loc, block, t.dtype
     )
-    return x, eps, fallback
+    # every device holds its P / D entries; gather the P-vector (small) so the update
+    # leaves replicated and can be split into the parameter pytree locally
+    return lax.all_gather(x, axis, tiled=True), eps, fallback
 
 
 def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size):
@@ -419,7 +427,7 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
         kernel = partial(
             _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis
         )
-        out_specs = (row, rep, rep)
+        out_specs = (rep, rep, rep)
 
     mapped = jax.shard_map(
         lambda j, e, ea: kernel(j, e, eps_args=ea), mesh=mesh,

@@ -35,7 +35,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 __all__ = ["Stats", "statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 

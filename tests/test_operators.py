@@ -160,10 +160,13 @@ def image_indices(sym, states):
     """(G, n): basis row of g s for every element g and basis state s."""
     codes = states_to_codes(states)
     order = np.argsort(codes)
-    images = states_to_codes(sym.apply(states))  # (n, G)
-    pos = np.searchsorted(codes[order], images)
-    assert np.all(codes[order][np.minimum(pos, len(codes) - 1)] == images)
-    return order[pos].T
+    out = []
+    for g in range(sym.n_elements):
+        images = states_to_codes(sym.flips[g] * states[:, sym.perms[g]])
+        pos = np.searchsorted(codes[order], images)
+        assert np.all(codes[order][np.minimum(pos, len(codes) - 1)] == images)
+        out.append(order[pos])
+    return np.array(out)
 
 
 def commutator_norms(H, sym, states, rng):
@@ -274,11 +277,12 @@ def test_real_log_psi_gives_real_local_energy():
 
 
 def test_marshall_sign_is_a_basis_rotation():
-    for lattice, J2 in ((Chain(8), 0.0), (Square(2, 4), 0.5), (Square(3), 0.3)):
-        plain = Heisenberg(lattice, J2=J2).to_dense(all_states(lattice.n_sites))
-        rot = Heisenberg(lattice, J2=J2, marshall_sign=True).to_dense(all_states(lattice.n_sites))
+    for lattice, J2, sz in ((Chain(8), 0.0, None), (Square(2, 4), 0.5, 0), (Square(3), 0.3, 0.5)):
+        states = all_states(lattice.n_sites, sz)
+        plain = Heisenberg(lattice, J2=J2).to_dense(states)
+        rot = Heisenberg(lattice, J2=J2, marshall_sign=True).to_dense(states)
         np.testing.assert_allclose(np.linalg.eigvalsh(plain), np.linalg.eigvalsh(rot), atol=1e-10)
-        u = marshall_sign(lattice, all_states(lattice.n_sites)).astype(float)
+        u = marshall_sign(lattice, states).astype(float)
         np.testing.assert_allclose(rot, u[:, None] * plain * u[None, :], atol=1e-14)
         assert not np.allclose(rot, plain)
 

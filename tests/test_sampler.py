@@ -51,7 +51,13 @@ def exact_distribution(params, n_sites, total_sz):
     states = np.array(list(itertools.product([1, -1], repeat=n_sites)), dtype=np.int8)
     if total_sz is not None:
         states = states[states.sum(axis=1) == 2 * total_sz]
-    lp = np.array([complex(log_psi(params, jnp.asarray(s[None]))[0]) for s in states])
+    # log psi by explicit sums, one state at a time (no jax, no batching).
+    a, b = np.asarray(params["a"]), np.asarray(params["b"])
+    lp = np.array([
+        sum(a[i] * s[i] for i in range(n_sites))
+        + 0.5 * sum(b[i, j] * s[i] * s[j] for i in range(n_sites) for j in range(n_sites))
+        for s in states.astype(np.float64)
+    ])
     p = np.exp(2 * (lp.real - lp.real.max()))
     return states, p / p.sum()
 
@@ -185,14 +191,20 @@ def test_same_key_same_samples_and_chunking():
 def test_initial_states_and_forced_thermalization():
     n = 6
     params = random_params(2, n)
-    sampler = MetropolisSampler(log_psi, LocalFlip(), 8, n, n_thermalize=3)
-    start = np.ones((8, n), np.int8)
+    # The configuration of the chi-square test above: its compiled loop is reused.
+    sampler = MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+    start = np.ones((N_CHAINS, n), np.int8)
     state = sampler.init(jax.random.key(0), params, initial_states=start)
     np.testing.assert_array_equal(state.states, start)
     np.testing.assert_allclose(state.log_psi, log_psi(params, jnp.asarray(start)), rtol=1e-12)
-    # Without thermalization the first recorded sample is one sweep from the start.
-    samples, _, _ = sampler.sample(state, params, 8, thermalize=False)
-    assert np.all(np.sum(np.asarray(samples) != 1, axis=1) <= n)
+    # Without thermalization the first recorded sample is one sweep (2 n flips) from the
+    # start; with 10 thermalization sweeps first, the chains have long forgotten it.
+    samples, _, cold = sampler.sample(state, params, N_CHAINS * 120, thermalize=False)
+    first = per_chain(samples, N_CHAINS)[:, 0]
+    assert np.all(np.sum(np.asarray(first) != 1, axis=1) <= 2 * n)
+    assert not bool(cold.thermalized)
+    _, _, warm = sampler.sample(state, params, N_CHAINS * 120, thermalize=True)
+    assert bool(warm.thermalized)
 
 
 def test_exact_sampler_matches_psi_squared():

@@ -183,6 +183,7 @@ def test_one_sr_step_lowers_the_exact_energy(rng):
     np.testing.assert_allclose(ravel_pytree(new_params)[0], ravel_pytree(params)[0] - 0.05 * flat, rtol=1e-12)
     e0 = exact_expectation(ham, log_psi, params, total_sz=0)
     e1 = exact_expectation(ham, log_psi, new_params, total_sz=0)
+    print("exact energy before, after one SR step:", e0, e1)
     assert e1 < e0 - 1e-3, (e0, e1)
     # adam accepts the same update pytree
     adam = optax.adam(1e-2)

@@ -59,6 +59,13 @@ def group_table(perms, flips=None, characters=None, n_sites: int | None = None):
     return perms.astype(np.int32), flips.astype(np.int8), characters
 
 
+def _expm1(z):
+    """``exp(z) - 1`` for complex ``z``, accurate for small ``|z|`` (no cancellation)."""
+    x, y = jnp.real(z), jnp.imag(z)
+    re = jnp.expm1(x) * jnp.cos(y) - 2 * jnp.sin(y / 2) ** 2
+    return jax.lax.complex(re, jnp.exp(x) * jnp.sin(y))
+
+
 def weighted_logsumexp(log_terms, weights):
     """``log(sum_g weights[g] * exp(log_terms[..., g]))`` over the last axis, stably.
 
@@ -67,22 +74,29 @@ def weighted_logsumexp(log_terms, weights):
       weights: ``(G,)`` numpy complex constants, none of them zero.
 
     Returns ``(...)``: real when ``log_terms`` is real and every weight is real and positive,
-    complex otherwise (imaginary part = phase, defined mod 2 pi). Where the weighted sum
-    cancels to below the dtype's smallest normal number (e.g. a zero row in a sector whose
-    characters sum to 0), the result is the finite ``log(tiny)`` (about -708 in float64,
-    -87 in float32) instead of ``-inf``, and its gradient is finite.
+    complex otherwise (imaginary part = phase, defined mod 2 pi).
+
+    The complex case is evaluated as ``exp(m) * (sum_g w_g expm1(l_g - m) + sum_g w_g)``
+    with ``m = max_g Re l_g``: when the terms are nearly equal (a network near its uniform
+    initialization) and the characters sum to zero, the result carries no cancellation
+    error. Where the weighted sum vanishes (below the dtype's smallest normal number,
+    e.g. a zero row or a configuration whose amplitude the sector forces to zero), the
+    result is the finite ``m + log(tiny)`` (``log(tiny)`` about -708 in float64, -87 in
+    float32) instead of ``-inf``, with a finite gradient.
     """
     weights = np.asarray(weights, np.complex128)
     real_dt = jnp.real(log_terms).dtype
-    real_path = not jnp.iscomplexobj(log_terms) and np.all(weights.imag == 0) and np.all(weights.real > 0)
-    if real_path:
+    if not jnp.iscomplexobj(log_terms) and np.all(weights.imag == 0) and np.all(weights.real > 0):
         t = log_terms + jnp.asarray(np.log(weights.real), real_dt)
         m = jax.lax.stop_gradient(jnp.max(t, axis=-1, keepdims=True))
         return m[..., 0] + jnp.log(jnp.sum(jnp.exp(t - m), axis=-1))
     cdt = jnp.complex128 if real_dt == jnp.float64 else jnp.complex64
-    t = log_terms.astype(cdt) + jnp.asarray(np.log(weights), cdt)
-    m = jax.lax.stop_gradient(jnp.max(t.real, axis=-1, keepdims=True))
-    z = jnp.sum(jnp.exp(t - m), axis=-1)
+    total = weights.sum()
+    if abs(total) <= _ZERO_WEIGHT * np.abs(weights).sum():
+        total = 0.0  # characters of a nontrivial sector sum to exactly zero
+    lt = log_terms.astype(cdt)
+    m = jax.lax.stop_gradient(jnp.max(lt.real, axis=-1, keepdims=True))
+    z = jnp.sum(_expm1(lt - m) * jnp.asarray(weights, cdt), axis=-1) + jnp.asarray(total, cdt)
     tiny = np.finfo(real_dt).tiny
     ok = jnp.abs(z) > tiny
     log_z = jnp.log(jnp.where(ok, z, jnp.ones_like(z)))

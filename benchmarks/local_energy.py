@@ -1,0 +1,191 @@
+"""Local-energy throughput and compiled memory vs. chunk size.
+
+System: the 6x6 J1-J2 Heisenberg model (J2 = 0.5, Marshall sign) with the symmetrized
+convolutional network of ``quantax_lite.models.make_conv_nqs`` (full symmetry group:
+translations x C4v x spin inversion, 576 elements, merged to 16 images per sample with
+``merge_translations=True`` unless ``--no-merge``).
+
+For each chunk size ``c`` (samples per device per step) the local-energy function
+``make_local_energy(H, model.apply, chunk_size=c)`` is compiled for a batch of
+``n_chunks * c * n_devices`` samples (so the chunk loop really runs), its compiled
+memory is read from ``compiled.memory_analysis()`` (per device), and -- unless the
+predicted time exceeds ``--budget`` seconds -- it is timed (median of ``--repeat`` runs
+after one warm-up). Every sample costs ``max_conn = 145`` network evaluations.
+
+    python benchmarks/local_energy.py            # chunk sizes 64 ... 4096
+    python benchmarks/local_energy.py --quick    # tiny network, chunks 8..32, < 1 minute
+    python benchmarks/local_energy.py --devices 8   # 8 simulated CPU devices
+
+Writes a table to stdout and JSON to benchmarks/results/local_energy.json (``--json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny network, chunk sizes 8..32 (< 1 min)")
+    p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="default 64 128 ... 4096")
+    p.add_argument("--n-chunks", type=int, default=2, help="chunks per device in the timed batch")
+    p.add_argument("--channels", type=int, default=None, help="default: the 6x6 default (16)")
+    p.add_argument("--depth", type=int, default=None, help="default: the 6x6 default (4)")
+    p.add_argument("--kernel-size", type=int, default=None)
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="network dtype")
+    p.add_argument("--conv", choices=("gather", "lax"), default="gather")
+    p.add_argument("--no-merge", action="store_true", help="evaluate all 576 group images per sample")
+    p.add_argument("--J2", type=float, default=0.5)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--budget", type=float, default=60.0, help="skip timing a chunk size predicted slower than this (s)")
+    p.add_argument("--memory-fraction", type=float, default=0.5,
+                   help="skip running a chunk size whose compiled memory exceeds this fraction of the device (CPU: RAM)")
+    p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
+    p.add_argument("--json", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "local_energy.json"))
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.devices:
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.devices}"
+        ).strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)  # float64 matrix elements and energies
+
+    from quantax_lite.hilbert import random_states
+    from quantax_lite.lattice import Square
+    from quantax_lite.models import count_params, make_conv_nqs
+    from quantax_lite.operators import Heisenberg, make_local_energy
+    from quantax_lite.symmetry import full_symmetry
+
+    if args.quick:
+        chunk_sizes = args.chunk_sizes or [8, 16, 32]
+        channels, depth = args.channels or 4, args.depth or 1
+        args.repeat = min(args.repeat, 2)
+        args.budget = min(args.budget, 15.0)
+    else:
+        chunk_sizes = args.chunk_sizes or [64, 128, 256, 512, 1024, 2048, 4096]
+        channels, depth = args.channels, args.depth
+
+    lattice = Square(6)
+    ham = Heisenberg(lattice, J1=1.0, J2=args.J2, marshall_sign=True)
+    sym = full_symmetry(lattice)
+    dtype = jnp.float32 if args.dtype == "float32" else jnp.float64
+    model = make_conv_nqs(
+        lattice, sym, channels=channels, depth=depth, kernel_size=args.kernel_size,
+        dtype=dtype, conv=args.conv, merge_translations=not args.no_merge,
+    )
+    key = jax.random.PRNGKey(0)
+    params = model.init(key, jnp.ones((1, lattice.n_sites), jnp.int8))
+    n_params = count_params(params)
+    n_dev = jax.device_count()
+    log_psi = model.apply
+
+    header = {
+        "benchmark": "local_energy",
+        "system": f"6x6 J1-J2 Heisenberg, J2={args.J2}, Marshall sign, Sz=0",
+        "max_conn": ham.max_conn,
+        "model": {
+            "channels": channels, "depth": depth, "kernel_size": args.kernel_size, "conv": args.conv,
+            "dtype": args.dtype, "group_elements": sym.n_elements,
+            "merge_translations": not args.no_merge, "n_params": n_params,
+        },
+        "devices": n_dev,
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "quick": bool(args.quick),
+        "n_chunks": args.n_chunks,
+    }
+    print(
+        f"# local energy: {header['system']}, max_conn={ham.max_conn}; conv NQS {n_params} params "
+        f"({args.dtype}, {sym.n_elements}-element group, merged={not args.no_merge}); "
+        f"{n_dev} x {header['device_kind']} ({header['backend']})"
+    )
+    cols = f"{'chunk':>6} {'batch':>7} {'compile_s':>9} {'time_s':>8} {'samples/s':>10} {'temp_MiB':>9} {'peak_MiB':>9}"
+    print(cols)
+    print("-" * len(cols))
+
+    # memory available to one device: the accelerator's limit, or the host RAM on CPU
+    try:
+        limit = int(jax.devices()[0].memory_stats()["bytes_limit"])
+    except Exception:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(1, n_dev)
+    header["device_memory_bytes"] = limit
+
+    # a first estimate of the cost per sample: the network on 8 samples' connections
+    probe_s = random_states(jax.random.PRNGKey(1), lattice.n_sites, 8, total_sz=0)
+    probe_conn = ham.connected(probe_s)[0].reshape(-1, lattice.n_sites)
+    probe = jax.jit(log_psi).lower(params, probe_conn).compile()
+    probe(params, probe_conn).block_until_ready()
+    t0 = time.perf_counter()
+    probe(params, probe_conn).block_until_ready()
+    per_sample = (time.perf_counter() - t0) / 8  # refined by every timed chunk size
+    header["probe_seconds_per_sample"] = per_sample
+
+    rows = []
+    for c in chunk_sizes:
+        batch = args.n_chunks * c * n_dev
+        samples = random_states(jax.random.PRNGKey(c), lattice.n_sites, batch, total_sz=0)
+        fn = make_local_energy(ham, log_psi, chunk_size=c, jit=False)
+        t0 = time.perf_counter()
+        compiled = jax.jit(fn).lower(params, samples).compile()
+        compile_s = time.perf_counter() - t0
+        mem = compiled.memory_analysis()
+        temp = int(mem.temp_size_in_bytes)
+        reported_peak = int(getattr(mem, "peak_memory_in_bytes", 0) or 0)
+        # the CPU backend's peak leaves out scratch memory; use the bound args + outputs + temp
+        bound = int(mem.argument_size_in_bytes + mem.output_size_in_bytes + temp - mem.alias_size_in_bytes)
+        peak = max(reported_peak, bound)
+        row = {
+            "chunk_size": c, "batch": batch, "compile_s": compile_s, "temp_bytes": temp,
+            "argument_bytes": int(mem.argument_size_in_bytes), "output_bytes": int(mem.output_size_in_bytes),
+            "reported_peak_bytes": reported_peak, "peak_bytes": peak,
+        }
+        predicted = per_sample * batch * (args.repeat + 1)
+        if peak > args.memory_fraction * limit:
+            row.update(time_s=None, samples_per_s=None,
+                       skipped=f"memory {peak / 2**30:.1f} GiB > {args.memory_fraction:g} x device memory")
+        elif predicted > args.budget:
+            row.update(time_s=None, samples_per_s=None, skipped=f"predicted {predicted:.0f} s > budget {args.budget:.0f} s")
+        else:
+            out = compiled(params, samples)
+            out.block_until_ready()  # warm-up
+            if not np.all(np.isfinite(np.asarray(out))):
+                raise RuntimeError(f"non-finite local energies at chunk size {c}")
+            times = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                compiled(params, samples).block_until_ready()
+                times.append(time.perf_counter() - t0)
+            t = float(np.median(times))
+            per_sample = t / batch
+            row.update(time_s=t, samples_per_s=batch / t, mean_local_energy=float(np.mean(np.asarray(out).real)))
+        rows.append(row)
+        mib = 2.0**20
+        sps = f"{row['samples_per_s']:10.1f}" if row["samples_per_s"] else f"{'skipped':>10}"
+        ts = f"{row['time_s']:8.3f}" if row["time_s"] else f"{'-':>8}"
+        print(f"{c:>6} {batch:>7} {compile_s:9.2f} {ts} {sps} {temp / mib:9.1f} {peak / mib:9.1f}")
+        sys.stdout.flush()
+
+    result = dict(header, rows=rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"# wrote {args.json}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Forward throughput and compiled memory of the symmetrized 6x6 network vs batch size.
+
+Model: ``quantax_lite.models.make_conv_nqs(Square(6), full_symmetry(Square(6)))`` -- the
+default 6x6 architecture (16 channels, depth 4, kernel 3: 19040 parameters) projected on
+translations x C4v x spin inversion (576 elements, so 576 network images per sample).
+For comparison the same network with ``merge_translations=True`` (16 images per sample,
+the same log psi up to rounding) is measured too, unless ``--no-merged``.
+
+log psi is evaluated through ``quantax_lite.utils.chunk_map(model.apply, in_axes=(None, 0),
+chunk_size=c, use_scan=True, shard_batch=...)`` on ``--devices`` simulated CPU devices
+(default 8; XLA_FLAGS is set before jax is imported), jitted, with and without
+``shard_batch``. For each batch size the compiled program's memory is read from
+``memory_analysis()`` (per device: temp, and peak bound = arguments + outputs + temp -
+aliased), then -- unless the predicted time exceeds ``--budget`` seconds -- it is run once
+to warm up and timed (median of ``--repeat`` runs).
+
+    python benchmarks/model_forward.py            # default network, batches 8 16 32 64
+    python benchmarks/model_forward.py --quick    # 4 channels, depth 1, < 1 minute
+
+Writes a table to stdout and JSON to benchmarks/results/model_forward.json (``--json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="4 channels, depth 1, batches 8 32 (< 1 minute)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None, help="global batch sizes (default 8 16 32 64)")
+    p.add_argument("--chunk-size", type=int, default=2, help="chunk_map rows per device per step")
+    p.add_argument("--channels", type=int, default=None, help="default: the 6x6 default (16)")
+    p.add_argument("--depth", type=int, default=None, help="default: the 6x6 default (4)")
+    p.add_argument("--kernel-size", type=int, default=None, help="default: 3")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="network dtype (default float64)")
+    p.add_argument("--conv", choices=("gather", "lax"), default="gather")
+    p.add_argument("--no-merged", action="store_true", help="skip the merged-translations (16 images) variant")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--budget", type=float, default=60.0, help="skip timing a row predicted slower than this (s)")
+    p.add_argument("--devices", type=int, default=8, help="simulated CPU devices (sets XLA_FLAGS); 0: leave as is")
+    p.add_argument(
+        "--json", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "model_forward.json")
+    )
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.devices:
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.devices}"
+        ).strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)
+
+    from quantax_lite.lattice import Square
+    from quantax_lite.models import count_params, make_conv_nqs
+    from quantax_lite.symmetry import full_symmetry
+    from quantax_lite.utils import chunk_map
+
+    if args.quick:
+        batch_sizes = args.batch_sizes or [8, 32]
+        channels, depth = args.channels or 4, args.depth or 1
+        args.repeat = min(args.repeat, 2)
+        args.budget = min(args.budget, 10.0)
+    else:
+        batch_sizes = args.batch_sizes or [8, 16, 32, 64]
+        channels, depth = args.channels, args.depth
+
+    lattice = Square(6)
+    sym = full_symmetry(lattice)
+    dtype = jnp.float32 if args.dtype == "float32" else jnp.float64
+    variants = [("full", False)] + ([] if args.no_merged else [("merged", True)])
+    models = {
+        name: make_conv_nqs(
+            lattice, sym, channels=channels, depth=depth, kernel_size=args.kernel_size,
+            dtype=dtype, conv=args.conv, merge_translations=merge,
+        )
+        for name, merge in variants
+    }
+    base = models["full"].base
+    rng = np.random.default_rng(0)
+    probe = np.ones((1, lattice.n_sites), np.int8)
+    # random parameters of the right shapes (a trained network is not near-uniform)
+    shapes = jax.eval_shape(models["full"].init, jax.random.PRNGKey(0), probe)
+    params = jax.tree_util.tree_map(lambda x: (0.2 * rng.normal(size=x.shape)).astype(x.dtype), shapes)
+    n_params = count_params(params)
+    n_dev = jax.device_count()
+
+    header = {
+        "benchmark": "model_forward",
+        "model": {
+            "lattice": lattice.name, "channels": base.channels, "depth": base.depth,
+            "kernel_size": base.kernel_size, "conv": args.conv, "dtype": args.dtype,
+            "readout": base.readout, "n_params": n_params, "group_elements": sym.n_elements,
+            "images_per_sample": {name: m.n_elements for name, m in models.items()},
+        },
+        "chunk_size": args.chunk_size,
+        "devices": n_dev,
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "jax": jax.__version__,
+        "quick": bool(args.quick),
+    }
+    print(
+        f"# model forward: {lattice.name} conv NQS C={base.channels} depth={base.depth} k={base.kernel_size} "
+        f"({n_params} params, {args.dtype}, conv={args.conv}), group of {sym.n_elements}; chunk_size "
+        f"{args.chunk_size}/device; {n_dev} x {header['device_kind']} ({header['backend']}); "
+        f"load average {header['load_average'][0]:.1f}"
+    )
+    cols = (
+        f"{'variant':>8} {'images':>6} {'shard':>5} {'batch':>6} {'compile_s':>9} {'time_s':>8} "
+        f"{'samples/s':>10} {'temp_MiB':>9} {'peak_MiB':>9}"
+    )
+    print(cols)
+    print("-" * len(cols))
+
+    rows = []
+    mib = 2.0**20
+    reference = {}
+    for name, model in models.items():
+        per_sample = None
+        for shard_batch in (False, True):
+            fn = chunk_map(model.apply, in_axes=(None, 0), chunk_size=args.chunk_size, use_scan=True,
+                           shard_batch=shard_batch)
+            for batch in batch_sizes:
+                s = rng.choice(np.array([-1, 1], np.int8), size=(batch, lattice.n_sites))
+                t0 = time.perf_counter()
+                compiled = jax.jit(fn).lower(params, s).compile()
+                compile_s = time.perf_counter() - t0
+                mem = compiled.memory_analysis()
+                temp = int(mem.temp_size_in_bytes)
+                peak = int(mem.argument_size_in_bytes + mem.output_size_in_bytes + temp - mem.alias_size_in_bytes)
+                row = {
+                    "variant": name, "images_per_sample": model.n_elements, "shard_batch": shard_batch,
+                    "batch": batch, "compile_s": compile_s, "temp_bytes": temp, "peak_bytes": peak,
+                    "argument_bytes": int(mem.argument_size_in_bytes), "output_bytes": int(mem.output_size_in_bytes),
+                }
+                predicted = None if per_sample is None else per_sample * batch * (args.repeat + 1)
+                if predicted is not None and predicted > args.budget:
+                    row.update(time_s=None, samples_per_s=None,
+                               skipped=f"predicted {predicted:.0f} s > budget {args.budget:.0f} s")
+                else:
+                    t0 = time.perf_counter()
+                    out = np.asarray(compiled(params, s))  # warm-up
+                    per_sample = (time.perf_counter() - t0) / batch
+                    if not np.all(np.isfinite(out)):
+                        raise RuntimeError(f"non-finite log psi ({name}, batch {batch})")
+                    if batch in reference:  # every variant and mode gives the same log psi
+                        err = float(np.max(np.abs(out.real - reference[batch].real)))
+                        row["max_abs_diff_vs_first"] = err
+                    else:
+                        reference[batch] = out
+                    times = []
+                    for _ in range(args.repeat):
+                        t0 = time.perf_counter()
+                        jax.block_until_ready(compiled(params, s))
+                        times.append(time.perf_counter() - t0)
+                    t = float(np.median(times))
+                    per_sample = t / batch
+                    row.update(time_s=t, samples_per_s=batch / t)
+                rows.append(row)
+                sps = f"{row['samples_per_s']:10.1f}" if row["samples_per_s"] else f"{'skipped':>10}"
+                ts = f"{row['time_s']:8.3f}" if row["time_s"] else f"{'-':>8}"
+                print(
+                    f"{name:>8} {model.n_elements:>6} {str(shard_batch):>5} {batch:>6} {compile_s:9.2f} {ts} "
+                    f"{sps} {temp / mib:9.1f} {peak / mib:9.1f}"
+                )
+                sys.stdout.flush()
+
+    result = dict(header, rows=rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"# wrote {args.json}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""The ``quantax-lite`` command: ``quantax-lite train [options]``.
+
+With no options it trains the symmetrized conv network on the 4x4 Heisenberg
+antiferromagnet and prints energy ± error, energy per site, the exact energy,
+the relative error, the V-score and the wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+
+DEFAULTS = dict(lattice="4x4", hamiltonian="heisenberg", iters=300, samples=1024, lr=0.02)
+
+# Literature ground-state energies (spin-1/2 units, periodic) for lattices too large
+# for exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
+LITERATURE_ENERGY_PER_SITE = {
+    ("6x6", "heisenberg", 0.0): -0.678872,  # exact diagonalization
+    ("6x6", "j1j2", 0.5): -0.50381,  # exact diagonalization
+    ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
+}
+MAX_ED_SITES = 20
+
+
+class UsageError(Exception):
+    """A bad command-line option: printed as a one-line error, not a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quantax-lite",
+        description="Neural quantum states by variational Monte Carlo.",
+    )
+    sub = parser.add_subparsers(dest="command")
+    t = sub.add_parser(
+        "train",
+        help="train a neural quantum state (default: 4x4 Heisenberg)",
+        description=(
+            "Train the symmetrized convolutional NQS by VMC with SR/MinSR. Energies in "
+            "spin-1/2 units (Heisenberg, J1-J2) or Pauli units (tfim). Writes log.jsonl, "
+            "summary.json, energy.png and checkpoint.npz to --out."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = t.add_argument_group("system")
+    g.add_argument("--lattice", default=DEFAULTS["lattice"],
+                   help="'LxL' or 'LxxLy' square lattice (e.g. 4x4, 6x6), or 'chain:L'; periodic")
+    g.add_argument("--hamiltonian", default=DEFAULTS["hamiltonian"], choices=["heisenberg", "j1j2", "tfim"],
+                   help="heisenberg: H = J1 sum S.S; j1j2: adds J2 on next-nearest bonds; "
+                        "tfim: H = -sum sz sz - h sum sx (Pauli units)")
+    g.add_argument("--J2", type=float, default=None, help="next-nearest coupling (j1j2 only; default 0.5)")
+    g.add_argument("--h", type=float, default=None, help="transverse field (tfim only; default 1.0)")
+    g.add_argument("--no-marshall", action="store_true",
+                   help="do not apply the Marshall sign rule (Heisenberg / J1-J2 on bipartite lattices)")
+    g = t.add_argument_group("network")
+    g.add_argument("--symmetry", default="full", choices=["none", "translations", "full"],
+                   help="projection group: full = translations x point group x spin inversion")
+    g.add_argument("--depth", type=int, default=None, help="residual blocks (default by lattice size)")
+    g.add_argument("--channels", type=int, default=None, help="conv channels (default by lattice size)")
+    g.add_argument("--kernel-size", type=int, default=None, help="conv kernel size (default 3 in 2D, 5 in 1D)")
+    g.add_argument("--conv", default="gather", choices=["gather", "lax"],
+                   help="convolution implementation (gather: fast per-sample gradients in float32 and float64)")
+    g.add_argument("--precision", default="f64", choices=["f32", "f64"],
+                   help="network precision (the SR solve is always float64)")
+    g = t.add_argument_group("optimization")
+    g.add_argument("--iters", type=int, default=DEFAULTS["iters"], help="VMC steps")
+    g.add_argument("--samples", type=int, default=DEFAULTS["samples"], help="samples per step")
+    g.add_argument("--chains", type=int, default=None,
+                   help="Markov chains (default samples/4, a multiple of the device count)")
+    g.add_argument("--chunk-size", type=int, default=None,
+                   help="samples per device per chunk for local energies and Jacobians (default: no chunking)")
+    g.add_argument("--lr", type=float, default=DEFAULTS["lr"], help="learning rate (cosine-decayed to lr/10)")
+    g.add_argument("--diag-shift", type=float, default=1e-4, help="absolute SR diagonal shift")
+    g.add_argument("--diag-scale", type=float, default=0.0, help="relative SR diagonal shift (x mean diag of S)")
+    g.add_argument("--eval-samples", type=int, default=None,
+                   help="fresh samples for the final energy (default 8 x samples)")
+    g.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    g = t.add_argument_group("output")
+    g.add_argument("--out", default=None, help="output directory (default runs/<hamiltonian>_<lattice>)")
+    g.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    g.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g = t.add_argument_group("multi-process (JAX's multi-controller runtime)")
+    g.add_argument("--coordinator", default=None, help="HOST:PORT of process 0")
+    g.add_argument("--num-processes", type=int, default=None, help="number of processes")
+    g.add_argument("--process-id", type=int, default=None, help="this process's index")
+    g.add_argument("--distributed", action="store_true",
+                   help="call jax.distributed.initialize() with auto-detection (SLURM, Open MPI, ...)")
+    return parser
+
+
+# --------------------------------------------------------------------------- #
+# option checking                                                              #
+# --------------------------------------------------------------------------- #
+
+
+def parse_lattice(text: str):
+    """'4x4' / '4x6' -> Square, 'chain:20' -> Chain (periodic)."""
+    from .lattice import Chain, Square
+
+    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", text)
+    if m:
+        return Square(int(m.group(1)), int(m.group(2)))
+    m = re.fullmatch(r"\s*chain\s*:\s*(\d+)\s*", text)
+    if m:
+        return Chain(int(m.group(1)))
+    raise UsageError(f"--lattice: cannot read {text!r}; expected e.g. '4x4', '6x4' or 'chain:20'.")
+
+
+def check_options(args, n_devices: int) -> None:
+    """Raise UsageError for option combinations that cannot work."""
+    if args.hamiltonian != "j1j2" and args.J2 is not None:
+        raise UsageError(f"--J2 applies to --hamiltonian j1j2 only, not {args.hamiltonian}.")
+    if args.hamiltonian != "tfim" and args.h is not None:
+        raise UsageError(f"--h applies to --hamiltonian tfim only, not {args.hamiltonian}.")
+    for name in ("iters", "samples", "checkpoint_every"):
+        if getattr(args, name) < 0 or (name != "checkpoint_every" and getattr(args, name) == 0):
+            raise UsageError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}.")
+    for name in ("chains", "chunk_size", "eval_samples", "depth", "channels", "kernel_size"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            raise UsageError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}.")
+    if args.lr <= 0:
+        raise UsageError(f"--lr: expected a positive number, got {args.lr}.")
+    if args.diag_shift < 0 or args.diag_scale < 0:
+        raise UsageError("--diag-shift and --diag-scale must be >= 0.")
+    chains = args.chains
+    if chains % n_devices:
+        raise UsageError(
+            f"--chains {chains} must be a multiple of the device count {n_devices} "
+            "(the chains are split over every device)."
+        )
+    if args.samples % chains:
+        raise UsageError(f"--samples {args.samples} must be a multiple of --chains {chains}.")
+    if args.eval_samples % chains:
+        raise UsageError(f"--eval-samples {args.eval_samples} must be a multiple of --chains {chains}.")
+    multi = [args.coordinator, args.num_processes, args.process_id]
+    if any(v is not None for v in multi) and not all(v is not None for v in multi):
+        raise UsageError("--coordinator, --num-processes and --process-id go together.")
+
+
+def default_chains(samples: int, n_devices: int) -> int:
+    """samples / 4 rounded down to a multiple of the device count (at least one per device)."""
+    return max(n_devices, (samples // 4) // n_devices * n_devices)
+
+
+def prepare_out_dir(out: str, resume: bool) -> None:
+    ckpt = os.path.join(out, "checkpoint.npz")
+    if resume:
+        if not os.path.exists(ckpt):
+            raise UsageError(f"--resume: {out} holds no checkpoint.npz to resume from.")
+        return
+    if os.path.isdir(out) and any(
+        os.path.exists(os.path.join(out, f)) for f in ("checkpoint.npz", "log.jsonl", "summary.json")
+    ):
+        raise UsageError(
+            f"--out {out} already holds a run; pass --resume to continue it or choose another --out."
+        )
+
+
+# --------------------------------------------------------------------------- #
+# building the run                                                             #
+# --------------------------------------------------------------------------- #
+
+
+def build_system(args):
+    """Lattice, Hamiltonian and symmetry group from the options."""
+    from . import symmetry as sym
+    from .operators import Heisenberg, TransverseFieldIsing
+
+    lattice = parse_lattice(args.lattice)
+    if args.hamiltonian == "tfim":
+        ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if args.h is None else args.h)
+    else:
+        j2 = (0.5 if args.J2 is None else args.J2) if args.hamiltonian == "j1j2" else 0.0
+        marshall = lattice.is_bipartite and not args.no_marshall
+        ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=marshall)
+    if args.symmetry == "none":
+        group = None
+    elif args.symmetry == "translations":
+        group = sym.translations(lattice)
+    else:
+        group = sym.full_symmetry(lattice)
+    return lattice, ham, group
+
+
+def reference_energy(args, lattice, ham) -> float | None:
+    """The exact energy: sparse diagonalization up to 20 sites, else a literature value."""
+    j2 = float(getattr(ham, "J2", 0.0) or 0.0)
+    key = (lattice.name, args.hamiltonian, j2)
+    if key in LITERATURE_ENERGY_PER_SITE:
+        return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
+    if lattice.n_sites <= MAX_ED_SITES:
+        from .exact import ground_state_energy
+
+        return float(ground_state_energy(ham))
+    return None
+
+
+def build_vmc(args, lattice, ham, group):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from .models import count_params, make_conv_nqs
+    from .sampler import Exchange, LocalFlip, MetropolisSampler
+    from .vmc import VMC
+
+    dtype = jnp.float32 if args.precision == "f32" else jnp.float64
+    model = make_conv_nqs(
+        lattice, group, channels=args.channels, depth=args.depth, kernel_size=args.kernel_size,
+        dtype=dtype, conv=args.conv, merge_translations=group is not None,
+    )
+    key = jax.random.PRNGKey(args.seed)
+    k_params, k_chains = jax.random.split(key)
+    params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
+    if ham.conserves_sz:
+        rule, total_sz = Exchange(lattice.bonds(1)), 0
+    else:
+        rule, total_sz = LocalFlip(), None
+    sampler = MetropolisSampler(
+        model.apply, rule, n_chains=args.chains, n_sites=lattice.n_sites,
+        chunk_size=args.chunk_size, total_sz=total_sz,
+    )
+    schedule = optax.cosine_decay_schedule(args.lr, decay_steps=args.iters, alpha=0.1)
+    vmc = VMC(
+        ham, model.apply, sampler, optax.sgd(schedule), n_samples=args.samples,
+        chunk_size=args.chunk_size, diag_shift=args.diag_shift, diag_scale=args.diag_scale,
+    )
+    return vmc, vmc.init(k_chains, params), count_params(params)
+
+
+# --------------------------------------------------------------------------- #
+# outputs                                                                      #
+# --------------------------------------------------------------------------- #
+
+
+def plot_energy(path: str, log: list[dict], exact: float | None, title: str) -> None:
+    """energy.png: energy vs iteration (with error bars), the exact energy as a line, and
+    the relative error on a log scale when the exact energy is known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    it = [r["iteration"] for r in log]
+    e = [r["energy"] for r in log]
+    err = [r["energy_error"] for r in log]
+    n_panels = 2 if exact is not None else 1
+    fig, axes = plt.subplots(n_panels, 1, figsize=(6.4, 3.0 * n_panels), sharex=True, squeeze=False)
+    ax = axes[0, 0]
+    ax.errorbar(it, e, yerr=err, fmt=".", ms=2, lw=0.5, label="VMC")
+    if exact is not None:
+        ax.axhline(exact, color="k", lw=1, ls="--", label=f"exact {exact:.6f}")
+        lo = min(e[len(e) // 10:] or e)
+        ax.set_ylim(lo - 0.02 * abs(exact), exact + 0.1 * abs(exact) if e[0] > exact + 0.1 * abs(exact) else max(e) + 0.01)
+        rel = [abs((x - exact) / exact) for x in e]
+        axes[1, 0].semilogy(it, rel, ".", ms=2)
+        axes[1, 0].set_ylabel("|E - E_exact| / |E_exact|")
+    ax.set_ylabel("energy")
+    ax.set_title(title)
+    ax.legend()
+    axes[-1, 0].set_xlabel("iteration")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def format_table(summary: dict) -> str:
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    rows = [
+        ("system", f"{summary['hamiltonian']} on {summary['lattice']} ({summary['n_sites']} sites)"),
+        ("parameters", f"{summary['n_params']}"),
+        ("energy", f"{summary['energy']:.6f} ± {summary['energy_error']:.6f}"),
+        ("energy per site", f"{summary['energy_per_site']:.8f}"),
+        ("exact energy", fmt(summary["exact_energy"], ".6f")),
+        ("relative error", fmt(summary["relative_error"], ".2e")),
+        ("V-score", f"{summary['v_score']:.2e}"),
+        ("time", f"{summary['wall_time_s']:.1f} s ({summary['seconds_per_iteration'] * 1e3:.0f} ms/iteration, "
+                 f"{summary['device_count']} device(s), {summary['process_count']} process(es))"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+# --------------------------------------------------------------------------- #
+# train                                                                        #
+# --------------------------------------------------------------------------- #
+
+
+def _init_runtime(args):
+    import jax
+
+    if args.coordinator is not None or args.distributed:
+        if jax.config.jax_platforms in (None, "", "cpu") or os.environ.get("JAX_PLATFORMS", "") == "cpu":
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if args.coordinator is not None:
+            jax.distributed.initialize(
+                coordinator_address=args.coordinator, num_processes=args.num_processes,
+                process_id=args.process_id,
+            )
+        else:
+            jax.distributed.initialize()
+    jax.config.update("jax_enable_x64", True)  # the SR solve runs in float64
+
+
+def train(args) -> dict:
+    """Run the training the options describe; returns the summary dict."""
+    import jax
+
+    from .vmc import energy_estimate, load_checkpoint, run
+
+    _init_runtime(args)
+    n_devices = jax.device_count()
+    if args.chains is None:
+        args.chains = default_chains(args.samples, n_devices)
+    if args.eval_samples is None:
+        args.eval_samples = 8 * args.samples
+    check_options(args, n_devices)
+    lattice, ham, group = build_system(args)
+    out = args.out or os.path.join("runs", f"{args.hamiltonian}_{lattice.name.replace(':', '')}")
+    prepare_out_dir(out, args.resume)
+    main = jax.process_index() == 0
+    if main:
+        os.makedirs(out, exist_ok=True)
+
+    config = {k: v for k, v in vars(args).items()
+              if k not in ("resume", "out", "no_progress", "coordinator", "process_id", "iters",
+                           "checkpoint_every", "command", "distributed", "num_processes")}
+    exact = reference_energy(args, lattice, ham)
+    vmc, state, n_params = build_vmc(args, lattice, ham, group)
+    if args.resume:
+        state, meta = load_checkpoint(os.path.join(out, "checkpoint.npz"), state)
+        old = meta.get("config", {})
+        changed = {k: (old.get(k), v) for k, v in config.items() if k in old and old[k] != v}
+        if changed:
+            raise UsageError(
+                "--resume: these options differ from the run in --out: "
+                + ", ".join(f"--{k.replace('_', '-')} {b} (was {a})" for k, (a, b) in changed.items())
+            )
+    if main and not args.no_progress:
+        print(f"quantax-lite: {ham!r}, {n_params} parameters, {args.samples} samples/step, "
+              f"{n_devices} device(s); writing {out}", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    start = int(state.iteration)
+    state, _ = run(vmc, state, args.iters, out_dir=out, checkpoint_every=args.checkpoint_every,
+                   progress=not args.no_progress, metadata={"config": config})
+    train_time = time.perf_counter() - t0
+    stats, state = energy_estimate(vmc, state, args.eval_samples)
+    wall = time.perf_counter() - t0
+
+    energy, error, variance = float(stats.mean.real), float(stats.error_of_mean), float(stats.variance)
+    summary = {
+        "lattice": lattice.name,
+        "hamiltonian": args.hamiltonian,
+        "n_sites": lattice.n_sites,
+        "n_params": n_params,
+        "n_samples": args.samples,
+        "n_eval_samples": args.eval_samples,
+        "iterations": int(state.iteration),
+        "energy": energy,
+        "energy_error": error,
+        "energy_per_site": energy / lattice.n_sites,
+        "variance": variance,
+        "exact_energy": exact,
+        "relative_error": None if exact is None else abs((energy - exact) / exact),
+        "v_score": lattice.n_sites * variance / energy**2,
+        "wall_time_s": wall,
+        "seconds_per_iteration": train_time / max(1, int(state.iteration) - start),
+        "device_count": n_devices,
+        "process_count": jax.process_count(),
+        "r_hat": float(stats.r_hat),
+        "precision": args.precision,
+        "symmetry": args.symmetry,
+    }
+    if main:
+        with open(os.path.join(out, "summary.json.tmp"), "w") as fh:
+            json.dump(summary, fh, indent=2)
+        os.replace(os.path.join(out, "summary.json.tmp"), os.path.join(out, "summary.json"))
+        with open(os.path.join(out, "log.jsonl")) as fh:
+            log = [json.loads(line) for line in fh if line.strip()]
+        plot_energy(os.path.join(out, "energy.png"), log, exact, f"{args.hamiltonian} {lattice.name}")
+        print(format_table(summary))
+    return summary
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        train(args)
+    except UsageError as err:
+        print(f"quantax-lite train: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""The variational Monte Carlo driver.
+
+One step: sample s ~ |psi|^2 (Metropolis) -> local energies -> per-sample
+Jacobian -> SR / MinSR direction -> optax update. The step is one compiled
+program; :func:`run` loops it with a progress bar, writes ``log.jsonl`` and
+atomic checkpoints, and resumes from them.
+
+Energies are in the Hamiltonian's units (spin-1/2 units for Heisenberg, Pauli
+units for the transverse-field Ising model).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .operators import SpinHamiltonian, make_local_energy
+from .jacobian import jacobian
+from .sampler import MetropolisSampler, SamplerState, per_chain
+from .sr import sr_direction, unravel_like
+from .stats import Stats, statistics
+
+__all__ = ["VMC", "VMCState", "energy_estimate", "run", "save_checkpoint", "load_checkpoint"]
+
+
+class VMCState(NamedTuple):
+    """Everything a run needs to continue (a pytree).
+
+    params: the network parameters. opt_state: the optax state.
+    sampler: the Markov chains (configurations, cached log psi, PRNG key).
+    iteration: int32 scalar, the number of completed steps.
+    """
+
+    params: Any
+    opt_state: Any
+    sampler: SamplerState
+    iteration: jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class VMC:
+    """A ground-state search by VMC with stochastic reconfiguration.
+
+    hamiltonian: the :class:`~quantax_lite.operators.SpinHamiltonian`.
+    log_psi: ``log_psi(params, s) -> (batch,)`` (e.g. ``model.apply``).
+    sampler: a :class:`~quantax_lite.sampler.MetropolisSampler` of the same log_psi.
+    optimizer: an optax transformation applied to the SR direction (a descent
+      direction, used like a gradient: ``optax.sgd(lr)`` gives params - lr * dtheta).
+    n_samples: samples per step (a multiple of ``sampler.n_chains``).
+    chunk_size: samples per device per chunk for local energies and the Jacobian.
+    diag_shift, diag_scale: SR regularization, eps = diag_shift + diag_scale * tr(S)/P.
+    sr_method: "auto" (MinSR when samples < parameters), "sr" or "minsr".
+    """
+
+    hamiltonian: SpinHamiltonian
+    log_psi: Callable
+    sampler: MetropolisSampler
+    optimizer: optax.GradientTransformation
+    n_samples: int
+    chunk_size: int | None = None
+    diag_shift: float = 1e-4
+    diag_scale: float = 0.0
+    sr_method: str = "auto"
+
+    def __post_init__(self):
+        if not isinstance(self.hamiltonian, SpinHamiltonian):
+            raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(self.hamiltonian).__name__}.")
+        if self.sampler.n_sites != self.hamiltonian.n_sites:
+            raise ValueError(
+                f"sampler: n_sites={self.sampler.n_sites} does not match the Hamiltonian's "
+                f"{self.hamiltonian.n_sites} sites."
+            )
+        if not isinstance(self.n_samples, (int, np.integer)) or self.n_samples <= 0:
+            raise ValueError(f"n_samples: expected a positive int, got {self.n_samples!r}.")
+        if self.n_samples % self.sampler.n_chains:
+            raise ValueError(
+                f"n_samples={self.n_samples} must be a multiple of the number of chains "
+                f"({self.sampler.n_chains})."
+            )
+
+    # -- state -------------------------------------------------------------------
+
+    def init(self, key: jax.Array, params: Any) -> VMCState:
+        """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0."""
+        return VMCState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            sampler=self.sampler.init(key, params),
+            iteration=jnp.zeros((), jnp.int32),
+        )
+
+    # -- one step ----------------------------------------------------------------
+
+    @functools.cached_property
+    def _local_energy(self):
+        return make_local_energy(self.hamiltonian, self.log_psi, chunk_size=self.chunk_size, jit=False)
+
+    @functools.cached_property
+    def step(self) -> Callable[[VMCState], tuple[VMCState, dict]]:
+        """The compiled step: ``state -> (new_state, metrics)``.
+
+        metrics (jax scalars): energy (complex mean), energy_error, variance, tau,
+        r_hat, acceptance, step_norm, sr_fallback; the energy is that of the
+        parameters before the update.
+        """
+
+        def step(state: VMCState):
+            params = state.params
+            samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
+            e_loc = self._local_energy(params, samples, log_psi_s)
+            jac = jacobian(self.log_psi, params, samples, chunk_size=self.chunk_size)
+            dtheta, info = sr_direction(
+                jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
+                method=self.sr_method, return_info=True,
+            )
+            update = unravel_like(dtheta, params)
+            updates, opt_state = self.optimizer.update(update, state.opt_state, params)
+            params = optax.apply_updates(params, updates)
+            stats = statistics(per_chain(e_loc, self.sampler.n_chains))
+            metrics = dict(
+                energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
+                tau=stats.tau, r_hat=stats.r_hat,
+                acceptance=jnp.sum(chains.n_accepted) / jnp.maximum(jnp.sum(chains.n_proposed), 1),
+                step_norm=jnp.linalg.norm(dtheta), sr_fallback=info.used_fallback,
+            )
+            new = VMCState(params, opt_state, chains, state.iteration + 1)
+            return new, metrics
+
+        return jax.jit(step)
+
+
+def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:
+    """The energy of ``state.params`` from fresh samples (the chains continue).
+
+    n_samples: default ``4 * vmc.n_samples``; a multiple of the number of chains.
+    Returns the :class:`~quantax_lite.stats.Stats` of the local energies and the
+    state with the advanced chains.
+    """
+    n_samples = 4 * vmc.n_samples if n_samples is None else n_samples
+    samples, log_psi_s, chains = vmc.sampler.sample(state.sampler, state.params, n_samples)
+    e_loc = vmc._local_energy(state.params, samples, log_psi_s)
+    stats = statistics(per_chain(e_loc, vmc.sampler.n_chains))
+    return stats, state._replace(sampler=chains)
+
+
+# --------------------------------------------------------------------------- #
+# checkpoints                                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def _gather_leaves(tree) -> list[np.ndarray]:
+    """Every leaf as a full numpy array on every process (collective in multi-process runs)."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return [np.asarray(multihost_utils.process_allgather(x, tiled=True)) for x in leaves]
+    return [np.asarray(jax.device_get(x)) for x in leaves]
+
+
+def _key_data(tree):
+    """Typed PRNG keys as raw uint32 data, so they can be written to disk."""
+    return jax.tree_util.tree_map(
+        lambda x: jax.random.key_data(x) if jnp.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key) else x,
+        tree,
+    )
+
+
+def save_checkpoint(path: str | os.PathLike, state: VMCState, metadata: dict | None = None) -> None:
+    """Write ``state`` to ``path`` (an .npz file) atomically: write a temporary file, then rename.
+
+    In a multi-process run every process must call this (the arrays are gathered);
+    only process 0 writes. A run killed at any moment leaves either the old or the new
+    checkpoint, never a broken one.
+    """
+    leaves = _gather_leaves(_key_data(state))
+    if jax.process_index() != 0:
+        return
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)}
+    arrays["metadata"] = np.frombuffer(json.dumps(metadata or {}).encode(), dtype=np.uint8)
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | os.PathLike, template: VMCState) -> tuple[VMCState, dict]:
+    """Read a checkpoint written by :func:`save_checkpoint` into the structure of ``template``.
+
+    ``template`` is a freshly initialized state of the same run (same model, sampler and
+    optimizer): it gives the pytree structure, dtypes and shardings.
+    Returns the state and the metadata dict.
+    """
+    with np.load(os.fspath(path)) as data:
+        names = sorted(k for k in data.files if k.startswith("leaf_"))
+        loaded = [data[k] for k in names]
+        metadata = json.loads(bytes(data["metadata"]).decode()) if "metadata" in data.files else {}
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    if len(leaves) != len(loaded):
+        raise ValueError(
+            f"load_checkpoint: {path} holds {len(loaded)} arrays, but this run's state has "
+            f"{len(leaves)}: it was written by a different model, sampler or optimizer."
+        )
+    out = []
+    for i, (t, x) in enumerate(zip(leaves, loaded)):
+        is_key = jnp.issubdtype(t.dtype, jax.dtypes.prng_key)
+        want = jax.random.key_data(t) if is_key else t
+        if x.shape != want.shape or x.dtype != want.dtype:
+            raise ValueError(
+                f"load_checkpoint: array {i} of {path} has shape {x.shape} and dtype {x.dtype}, "
+                f"expected {want.shape} {want.dtype}: a different run's checkpoint."
+            )
+        if jax.process_count() > 1:
+            sharding = t.sharding
+            arr = jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx])
+        else:
+            arr = jax.device_put(x, t.sharding)
+        out.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(t)) if is_key else arr)
+    return jax.tree_util.tree_unflatten(treedef, out), metadata
+
+
+# --------------------------------------------------------------------------- #
+# the run loop                                                                 #
+# --------------------------------------------------------------------------- #
+
+
+def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: float) -> dict:
+    """One ``log.jsonl`` line: plain Python numbers."""
+    m = jax.device_get(metrics)
+    energy = complex(m["energy"])
+    return {
+        "iteration": iteration,
+        "energy": energy.real,
+        "energy_imag": energy.imag,
+        "energy_error": float(m["energy_error"]),
+        "variance": float(m["variance"]),
+        "energy_per_site": energy.real / n_sites,
+        "acceptance": float(m["acceptance"]),
+        "r_hat": float(m["r_hat"]),
+        "tau": float(m["tau"]),
+        "step_norm": float(m["step_norm"]),
+        "sr_fallback": bool(m["sr_fallback"]),
+        "wall_time_s": wall_time,
+    }
+
+
+def run(
+    vmc: VMC,
+    state: VMCState,
+    n_iter: int,
+    *,
+    out_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 50,
+    progress: bool = True,
+    callbacks: Sequence[Callable[[dict, VMCState], bool | None]] = (),
+    metadata: dict | None = None,
+) -> tuple[VMCState, list[dict]]:
+    """Run steps until ``state.iteration == n_iter``.
+
+    out_dir: where ``log.jsonl`` (one JSON object per step) and ``checkpoint.npz``
+      go; only process 0 writes. On a resumed state, log lines past the checkpoint's
+      iteration are dropped first, so the log matches the trajectory.
+    checkpoint_every: steps between checkpoints (0: only at the end).
+    progress: show a tqdm bar with energy ± error, variance, acceptance and R-hat.
+    callbacks: ``callback(record, state)`` after every step; returning True stops
+      the run (after a checkpoint).
+
+    Returns the final state and this call's log records.
+    """
+    from tqdm.auto import tqdm
+
+    writer = jax.process_index() == 0 and out_dir is not None
+    log_path = ckpt_path = None
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+        log_path = os.path.join(out_dir, "log.jsonl")
+        ckpt_path = os.path.join(out_dir, "checkpoint.npz")
+    start = int(state.iteration)
+    if writer:
+        _truncate_log(log_path, start)
+    n_sites = vmc.hamiltonian.n_sites
+    records = []
+    bar = tqdm(total=n_iter, initial=start, disable=not progress or jax.process_index() != 0,
+               desc="VMC", dynamic_ncols=True)
+    t0 = time.perf_counter()
+    try:
+        while int(state.iteration) < n_iter:
+            state, metrics = vmc.step(state)
+            it = int(state.iteration)
+            rec = metrics_to_record(metrics, it, n_sites, time.perf_counter() - t0)
+            records.append(rec)
+            if writer:
+                with open(log_path, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+            bar.set_postfix_str(
+                f"E={rec['energy']:.6f}±{rec['energy_error']:.1e} σ²={rec['variance']:.1e} "
+                f"acc={rec['acceptance']:.2f} R̂={rec['r_hat']:.3f}"
+            )
+            bar.update(1)
+            stop = any(bool(cb(rec, state)) for cb in callbacks)
+            if ckpt_path is not None and (
+                (checkpoint_every and it % checkpoint_every == 0) or it == n_iter or stop
+            ):
+                save_checkpoint(ckpt_path, state, metadata)
+            if stop:
+                break
+    finally:
+        bar.close()
+    return state, records
+
+
+def _truncate_log(path: str, iteration: int) -> None:
+    """Keep only the log lines of steps up to ``iteration``."""
+    if not os.path.exists(path):
+        return
+    with open(path) as fh:
+        lines = [ln for ln in fh if ln.strip()]
+    keep = [ln for ln in lines if json.loads(ln)["iteration"] <= iteration]
+    if len(keep) != len(lines):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.writelines(keep)
+        os.replace(tmp, path)

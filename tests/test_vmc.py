@@ -1,0 +1,105 @@
+"""The VMC driver: steps, checkpoints that survive a kill, and resumed trajectories."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from quantax_lite.exact import ground_state_energy
+from quantax_lite.lattice import Chain
+from quantax_lite.models import make_conv_nqs
+from quantax_lite.operators import Heisenberg
+from quantax_lite.sampler import Exchange, MetropolisSampler
+from quantax_lite.symmetry import full_symmetry
+from quantax_lite.vmc import VMC, energy_estimate, load_checkpoint, run, save_checkpoint
+
+
+def _setup(seed=0, n_samples=64):
+    lattice = Chain(6)
+    ham = Heisenberg(lattice, marshall_sign=True)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
+                          merge_translations=True)
+    params = model.init(jax.random.PRNGKey(seed), jnp.ones((1, 6), jnp.int8))
+    sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1)), n_chains=16, n_sites=6,
+                                n_thermalize=5)
+    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=n_samples, diag_shift=1e-3)
+    return vmc, vmc.init(jax.random.PRNGKey(seed + 1), params), ham
+
+
+def test_steps_lower_the_energy_towards_exact():
+    vmc, state, ham = _setup()
+    state, records = run(vmc, state, 40, progress=False)
+    assert int(state.iteration) == 40 and len(records) == 40
+    stats, state = energy_estimate(vmc, state, 1024)
+    exact = ground_state_energy(ham)
+    assert records[0]["energy"] > exact + 0.05
+    assert float(stats.mean.real) - exact < 0.05 * abs(exact)
+    assert float(stats.mean.real) > exact - 5 * float(stats.error_of_mean)
+    for key in ("energy", "energy_error", "variance", "acceptance", "r_hat", "step_norm", "wall_time_s"):
+        assert np.isfinite(records[-1][key])
+
+
+def test_checkpoint_roundtrip(tmp_path):
+    vmc, state, _ = _setup()
+    state, _ = run(vmc, state, 2, progress=False)
+    path = tmp_path / "ck.npz"
+    save_checkpoint(path, state, {"note": "x"})
+    assert os.listdir(tmp_path) == ["ck.npz"]  # no temporary file left behind
+    _, template, _ = _setup(seed=5)
+    restored, meta = load_checkpoint(path, template)
+    assert meta == {"note": "x"}
+    for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(restored)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    vmc, state, _ = _setup()
+    save_checkpoint(tmp_path / "ck.npz", state)
+    other_vmc, other, _ = _setup(n_samples=32)
+    bigger = other._replace(params=jax.tree_util.tree_map(lambda x: jnp.zeros((2,) + x.shape, x.dtype), other.params))
+    with pytest.raises(ValueError, match="different"):
+        load_checkpoint(tmp_path / "ck.npz", bigger)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
+    vmc, state, _ = _setup()
+    ref_state, ref = run(vmc, state, 7, progress=False)
+
+    vmc, state, _ = _setup()
+    out = tmp_path / "run"
+
+    def kill_at_5(record, state):
+        if record["iteration"] == 5:
+            raise Killed  # dies between checkpoints (every 2 steps: last one at 4)
+
+    with pytest.raises(Killed):
+        run(vmc, state, 7, out_dir=out, checkpoint_every=2, progress=False, callbacks=[kill_at_5])
+    assert len(open(out / "log.jsonl").readlines()) == 5
+    _, template, _ = _setup(seed=9)
+    resumed, _ = load_checkpoint(out / "checkpoint.npz", template)
+    assert int(resumed.iteration) == 4
+    final, _ = run(vmc, resumed, 7, out_dir=out, checkpoint_every=2, progress=False)
+    log = [json.loads(line) for line in open(out / "log.jsonl")]
+    assert [r["iteration"] for r in log] == list(range(1, 8))
+    assert [r["energy"] for r in log] == [r["energy"] for r in ref]
+    for a, b in zip(jax.tree_util.tree_leaves(final.params), jax.tree_util.tree_leaves(ref_state.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_callback_can_stop_the_run():
+    vmc, state, _ = _setup()
+    state, records = run(vmc, state, 10, progress=False, callbacks=[lambda r, s: r["iteration"] >= 3])
+    assert int(state.iteration) == 3 and len(records) == 3
+
+
+def test_bad_configuration_errors():
+    vmc, _, ham = _setup()
+    with pytest.raises(ValueError, match="multiple of the number of chains"):
+        VMC(ham, vmc.log_psi, vmc.sampler, vmc.optimizer, n_samples=20)
