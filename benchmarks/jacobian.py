@@ -15,8 +15,10 @@ Solve. ``sr_direction`` on a random complex64 Jacobian (a float32 network; real
 parameters, i.e. the real formulation), solved in float64, for (n_samples, n_params)
 in {(1024, 5e3), (4096, 2e4), (8192, 1e5)}, both SR (P x P) and MinSR (2N x 2N). A case is
 skipped when its estimated memory exceeds the machine's available memory or its time,
-extrapolated from the measured flop rate of the smallest case, exceeds
-``--solve-budget`` seconds; the estimate is reported.
+extrapolated from the measured flop rate of the cases run so far, exceeds
+``--solve-budget`` seconds; the estimate is reported. Memory is the compiled
+program's ``memory_analysis()`` (scratch + arguments + outputs), compared with the
+memory available when the case starts.
 
     python benchmarks/jacobian.py             # full (about 5 minutes on 2 CPU cores)
     python benchmarks/jacobian.py --quick     # small 4x4 network, small solves (< 1 minute)
@@ -42,7 +44,7 @@ def parse_args(argv=None):
     p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="samples per device per chunk")
     p.add_argument("--repeat", type=int, default=2, help="timed runs after the first (short runs only)")
     p.add_argument("--budget", type=float, default=40.0, help="skip timing a Jacobian predicted slower (s)")
-    p.add_argument("--solve-budget", type=float, default=90.0, help="skip a solve estimated slower (s)")
+    p.add_argument("--solve-budget", type=float, default=150.0, help="skip a solve estimated slower (s)")
     p.add_argument("--skip-jacobian", action="store_true")
     p.add_argument("--skip-solve", action="store_true")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
@@ -172,13 +174,12 @@ def print_jacobian_row(r):
     )
 
 
-def solve_cost(n, p, method):
-    """(flops, bytes) estimate of one solve on a complex64 Jacobian, real formulation."""
-    o_bytes = n * p * 8
+def solve_flops(n, p, method):
+    """Flop estimate of one solve on a complex64 Jacobian, real formulation."""
     if method == "sr":
-        return 4.0 * n * p * p + p**3 / 3, o_bytes + 5 * p * p * 8
+        return 4.0 * n * p * p + p**3 / 3
     m = 2 * n
-    return 2.0 * m * m * p + 2 * m * p + m**3 / 3, o_bytes + 5 * m * m * 8 + m * 4096 * 8
+    return 2.0 * m * m * p + 2 * m * p + m**3 / 3
 
 
 def bench_solve(args):
@@ -189,38 +190,40 @@ def bench_solve(args):
 
     cases = [(256, 1000), (512, 2000)] if args.quick else [(1024, 5000), (4096, 20000), (8192, 100000)]
     methods = {(512, 2000): ("minsr",)} if args.quick else {}
-    avail = available_memory_bytes()
     flop_rate = None
     rows = []
     for n, p in cases:
         for method in methods.get((n, p), ("minsr", "sr")):
-            flops, need = solve_cost(n, p, method)
-            row = dict(n_samples=n, n_params=p, method=method, est_GiB=round(need / 2**30, 2))
+            flops = solve_flops(n, p, method)
+            row = dict(n_samples=n, n_params=p, method=method)
+            fn = jax.jit(lambda O, e, m=method: sr_direction(O, e, diag_shift=1e-3, method=m))
+            shapes = (jax.ShapeDtypeStruct((n, p), jnp.complex64), jax.ShapeDtypeStruct((n,), jnp.complex128))
+            t0 = time.perf_counter()
+            compiled = fn.lower(*shapes).compile()
+            t_compile = time.perf_counter() - t0
+            mem = compiled.memory_analysis()
+            need = mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
+            avail = available_memory_bytes()  # now: other processes may hold memory
+            row.update(compile_s=round(t_compile, 2), temp_GiB=round(mem.temp_size_in_bytes / 2**30, 3),
+                       total_GiB=round(need / 2**30, 3))
             est = None if flop_rate is None else flops / flop_rate
-            if need > 0.8 * avail:
-                row.update(seconds=None, note=f"skipped: needs ~{need / 2**30:.1f} GiB (available {avail / 2**30:.1f})")
+            if need > 0.7 * avail:
+                row.update(seconds=None, note=f"skipped: needs {need / 2**30:.1f} GiB (available {avail / 2**30:.1f})")
             elif est is not None and est > args.solve_budget:
                 row.update(seconds=None, note=f"skipped: estimated {est:.0f} s at {flop_rate / 1e9:.1f} GFLOP/s")
             else:
-                key = jax.random.key(n + p)
-                k1, k2, k3 = jax.random.split(key, 3)
+                k1, k2, k3 = jax.random.split(jax.random.key(n + p), 3)
                 O = jax.lax.complex(
                     jax.random.normal(k1, (n, p), jnp.float32), jax.random.normal(k2, (n, p), jnp.float32)
                 )
                 e = jax.random.normal(k3, (n,), jnp.float64) * (1 + 0.5j)
-                fn = jax.jit(lambda O, e, m=method: sr_direction(O, e, diag_shift=1e-3, method=m))
-                t0 = time.perf_counter()
-                compiled = fn.lower(O, e).compile()
-                t_compile = time.perf_counter() - t0
                 sec, runs = timed(compiled, (O, e), args.repeat, short=20.0)
                 flop_rate = flops / sec if flop_rate is None else max(flop_rate, flops / sec)
-                row.update(seconds=round(sec, 3), runs=runs, compile_s=round(t_compile, 2),
-                           GFLOP_per_s=round(flops / sec / 1e9, 1),
-                           temp_MiB=round(compiled.memory_analysis().temp_size_in_bytes / 2**20, 1))
-                del O
+                row.update(seconds=round(sec, 3), runs=runs, GFLOP_per_s=round(flops / sec / 1e9, 1))
+                del O, e
             rows.append(row)
             secs = "-" if row["seconds"] is None else f"{row['seconds']:.3f}"
-            print(f"{n:>6} {p:>7} {method:>6} {secs:>9} {row['est_GiB']:>7.2f}  {row.get('note', '')}", flush=True)
+            print(f"{n:>6} {p:>7} {method:>6} {secs:>9} {row['temp_GiB']:>9.2f}  {row.get('note', '')}", flush=True)
     return rows
 
 
@@ -263,7 +266,7 @@ def main(argv=None):
         result["jacobian"] = bench_jacobian(args, n_dev)
     if not args.skip_solve:
         print("\n## SR / MinSR solve (complex64 O, real parameters, float64 solve)")
-        print(f"{'N':>6} {'P':>7} {'method':>6} {'seconds':>9} {'est GiB':>7}")
+        print(f"{'N':>6} {'P':>7} {'method':>6} {'seconds':>9} {'temp GiB':>9}")
         result["solve"] = bench_solve(args)
     if n_dev > 1:
         result["solve_collectives"] = collectives_of_solves(n_dev)

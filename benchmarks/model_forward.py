@@ -6,13 +6,20 @@ translations x C4v x spin inversion (576 elements, so 576 network images per sam
 For comparison the same network with ``merge_translations=True`` (16 images per sample,
 the same log psi up to rounding) is measured too, unless ``--no-merged``.
 
-log psi is evaluated through ``quantax_lite.utils.chunk_map(model.apply, in_axes=(None, 0),
+Samples are placed sharded over the devices (``shard_batch_array``), parameters
+replicated. log psi is evaluated through ``quantax_lite.utils.chunk_map(model.apply, in_axes=(None, 0),
 chunk_size=c, use_scan=True, shard_batch=...)`` on ``--devices`` simulated CPU devices
 (default 8; XLA_FLAGS is set before jax is imported), jitted, with and without
 ``shard_batch``. For each batch size the compiled program's memory is read from
 ``memory_analysis()`` (per device: temp, and peak bound = arguments + outputs + temp -
 aliased), then -- unless the predicted time exceeds ``--budget`` seconds -- it is run once
 to warm up and timed (median of ``--repeat`` runs).
+
+A second table: the per-sample gradient ``jax.jit(jax.vmap(jax.grad(Re log psi)))`` of the
+default 4x4 network (bare ConvResNet, 8 channels, depth 2: 2512 parameters) on
+``--grad-samples`` samples (default 1024; 256 with ``--quick``), ``conv="gather"`` vs ``conv="lax"``, float32
+and float64 (on one device, no chunking). On XLA:CPU the lax.conv weight gradient of a
+vmapped per-sample gradient is a grouped convolution, very slow in float64.
 
     python benchmarks/model_forward.py            # default network, batches 8 16 32 64
     python benchmarks/model_forward.py --quick    # 4 channels, depth 1, < 1 minute
@@ -40,6 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="network dtype (default float64)")
     p.add_argument("--conv", choices=("gather", "lax"), default="gather")
     p.add_argument("--no-merged", action="store_true", help="skip the merged-translations (16 images) variant")
+    p.add_argument("--grad-samples", type=int, default=None,
+                   help="samples of the per-sample gradient table (default 1024, --quick 256; 0: skip)")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--budget", type=float, default=60.0, help="skip timing a row predicted slower than this (s)")
     p.add_argument("--devices", type=int, default=8, help="simulated CPU devices (sets XLA_FLAGS); 0: leave as is")
@@ -64,16 +73,18 @@ def main(argv=None):
     from quantax_lite.lattice import Square
     from quantax_lite.models import count_params, make_conv_nqs
     from quantax_lite.symmetry import full_symmetry
-    from quantax_lite.utils import chunk_map
+    from quantax_lite.utils import chunk_map, make_mesh, replicated_sharding, shard_batch_array
 
     if args.quick:
         batch_sizes = args.batch_sizes or [8, 32]
         channels, depth = args.channels or 4, args.depth or 1
         args.repeat = min(args.repeat, 2)
         args.budget = min(args.budget, 10.0)
+        args.grad_samples = 256 if args.grad_samples is None else args.grad_samples
     else:
         batch_sizes = args.batch_sizes or [8, 16, 32, 64]
         channels, depth = args.channels, args.depth
+        args.grad_samples = 1024 if args.grad_samples is None else args.grad_samples
 
     lattice = Square(6)
     sym = full_symmetry(lattice)
@@ -94,6 +105,8 @@ def main(argv=None):
     params = jax.tree_util.tree_map(lambda x: (0.2 * rng.normal(size=x.shape)).astype(x.dtype), shapes)
     n_params = count_params(params)
     n_dev = jax.device_count()
+    if any(b % n_dev for b in batch_sizes):
+        raise ValueError(f"--batch-sizes: every batch size must be a multiple of the {n_dev} devices")
 
     header = {
         "benchmark": "model_forward",
@@ -126,6 +139,7 @@ def main(argv=None):
     print(cols)
     print("-" * len(cols))
 
+    params = jax.device_put(params, replicated_sharding(make_mesh()))
     rows = []
     mib = 2.0**20
     reference = {}
@@ -135,7 +149,8 @@ def main(argv=None):
             fn = chunk_map(model.apply, in_axes=(None, 0), chunk_size=args.chunk_size, use_scan=True,
                            shard_batch=shard_batch)
             for batch in batch_sizes:
-                s = rng.choice(np.array([-1, 1], np.int8), size=(batch, lattice.n_sites))
+                # samples live sharded over the devices (as in a VMC run), parameters replicated
+                s = shard_batch_array(rng.choice(np.array([-1, 1], np.int8), size=(batch, lattice.n_sites)))
                 t0 = time.perf_counter()
                 compiled = jax.jit(fn).lower(params, s).compile()
                 compile_s = time.perf_counter() - t0
@@ -179,12 +194,58 @@ def main(argv=None):
                 )
                 sys.stdout.flush()
 
-    result = dict(header, rows=rows)
+    grad_rows = per_sample_gradient_table(args) if args.grad_samples else []
+    result = dict(header, rows=rows, per_sample_gradient=grad_rows)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
     print(f"# wrote {args.json}")
     return result
+
+
+def per_sample_gradient_table(args):
+    """Time jit(vmap(grad(Re log psi))) of the default 4x4 ConvResNet: gather vs lax, float32 vs float64."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from quantax_lite.lattice import Square
+    from quantax_lite.models import make_conv_nqs
+
+    n = args.grad_samples
+    rng = np.random.default_rng(1)
+    s = rng.choice(np.array([-1, 1], np.int8), size=(n, 16))
+    device = jax.devices()[0]
+    print(f"# per-sample gradient jit(vmap(grad(Re log psi))): default 4x4 ConvResNet, {n} samples, one device")
+    cols = f"{'dtype':>8} {'conv':>7} {'compile_s':>9} {'time_ms':>9} {'samples/s':>10}"
+    print(cols)
+    print("-" * len(cols))
+    rows = []
+    for dtype in (jnp.float32, jnp.float64):
+        params = None
+        for conv in ("gather", "lax"):
+            model = make_conv_nqs(Square(4), None, dtype=dtype, conv=conv)
+            if params is None:  # the same parameters for both implementations
+                shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), s[:1])
+                params = jax.tree_util.tree_map(lambda x: (0.2 * rng.normal(size=x.shape)).astype(x.dtype), shapes)
+            grad = jax.vmap(jax.grad(lambda p, x: model.apply(p, x[None])[0].real), in_axes=(None, 0))
+            p_dev, s_dev = jax.device_put((params, s), device)
+            t0 = time.perf_counter()
+            compiled = jax.jit(grad).lower(p_dev, s_dev).compile()
+            compile_s = time.perf_counter() - t0
+            jax.block_until_ready(compiled(p_dev, s_dev))
+            times = []
+            for _ in range(max(1, args.repeat)):
+                t0 = time.perf_counter()
+                jax.block_until_ready(compiled(p_dev, s_dev))
+                times.append(time.perf_counter() - t0)
+            t = float(np.median(times))
+            name = np.dtype(dtype).name
+            rows.append({"dtype": name, "conv": conv, "samples": n, "compile_s": compile_s, "time_s": t,
+                         "samples_per_s": n / t})
+            print(f"{name:>8} {conv:>7} {compile_s:9.2f} {t * 1e3:9.1f} {n / t:10.0f}")
+            sys.stdout.flush()
+    return rows
 
 
 if __name__ == "__main__":

@@ -243,7 +243,8 @@ class SamplerState:
     """The persistent state of the Markov chains (a pytree).
 
     states: int8 (n_chains, n_sites), the current configurations (sharded over "batch").
-    log_psi: (n_chains,), cached log_psi of ``states`` (the model's dtype).
+    log_psi: (n_chains,), log_psi of ``states`` under the parameters of the last call
+        (re-evaluated at the start of every call, since the parameters may have changed).
     key: the PRNG key for the next call.
     n_accepted, n_proposed: int32 (n_chains,), counts over the recorded sweeps of the
         most recent ``sample`` call (thermalization excluded). A move counts as
@@ -439,7 +440,11 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
 
     key, k_therm, k_record = jax.random.split(state.key, 3)
     zeros = constrain(jnp.zeros((n_chains,), jnp.int32))
-    carry = (constrain(state.states), constrain(state.log_psi), zeros)
+    # The parameters may have changed since the chains stopped (a VMC step in between):
+    # re-evaluate log psi of the current states, or the acceptance ratios and the
+    # returned log psi of unmoved samples would belong to the old parameters.
+    log_psi_now = evaluate(params, constrain(state.states)).astype(state.log_psi.dtype)
+    carry = (constrain(state.states), constrain(log_psi_now), zeros)
     n_discard = jnp.where(state.thermalized, n_therm[1], n_therm[0])
     carry = jax.lax.fori_loop(
         0, n_discard, lambda t, c: run_sweep(jax.random.fold_in(k_therm, t), c), carry

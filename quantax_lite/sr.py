@@ -79,14 +79,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, PartitionSpec
 
 __all__ = [
     "SRInfo",
-    "sr_direction",
-    "solve_psd",
+    "choose_method",
     "natural_gradient",
+    "solve_psd",
+    "sr_direction",
     "unravel_like",
 ]
 
@@ -447,37 +447,30 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
 def unravel_like(flat: jax.Array, params: Any) -> Any:
     """Split a flat (P,) vector into the pytree structure of ``params``.
 
-    Leaf order is that of ``jax.flatten_util.ravel_pytree(params)``; each leaf is
-    cast to the dtype of the matching parameter (a float64 update of float32
-    parameters becomes float32; the imaginary part of a complex update of real
-    parameters is an error).
+    Leaf order is that of ``jax.flatten_util.ravel_pytree(params)`` (the column
+    order of :func:`quantax_lite.jacobian.jacobian`); each leaf is cast to the
+    dtype of the matching parameter (a float64 update of float32 parameters
+    becomes float32). A complex update for all-real parameters is a TypeError.
     """
-    flat_params, unravel = ravel_pytree(params)
-    if flat.shape != flat_params.shape:
+    leaves, treedef = jax.tree.flatten(params)
+    sizes = [int(np.size(p)) for p in leaves]
+    if jnp.ndim(flat) != 1 or flat.shape[0] != sum(sizes):
         raise ValueError(
-            f"unravel_like: `flat` has shape {flat.shape}, expected {flat_params.shape} "
+            f"unravel_like: `flat` has shape {jnp.shape(flat)}, expected ({sum(sizes)},) "
             "(the number of parameters)."
         )
-    leaves_dtype = jax.tree.map(lambda p: jnp.result_type(p), params)
-    if jnp.iscomplexobj(flat) and not any(
-        jnp.issubdtype(d, jnp.complexfloating) for d in jax.tree.leaves(leaves_dtype)
-    ):
+    if jnp.iscomplexobj(flat) and not any(jnp.iscomplexobj(p) for p in leaves):
         raise TypeError(
             "unravel_like: a complex update for real parameters; solve with real_params=True."
         )
-    # unravel in the update's own dtype, then cast each leaf to its parameter's dtype
-    pieces = []
-    start = 0
-    for p in jax.tree.leaves(params):
-        size = int(np.size(p))
-        pieces.append(flat[start : start + size].reshape(np.shape(p)))
+    pieces, start = [], 0
+    for p, size in zip(leaves, sizes):
+        piece = flat[start : start + size].reshape(np.shape(p))
+        if not jnp.iscomplexobj(p):
+            piece = jnp.real(piece)
+        pieces.append(piece.astype(jnp.result_type(p)))
         start += size
-    tree = jax.tree.unflatten(jax.tree.structure(params), pieces)
-    return jax.tree.map(
-        lambda u, p: (u if jnp.iscomplexobj(p) else jnp.real(u)).astype(jnp.result_type(p)),
-        tree,
-        params,
-    )
+    return jax.tree.unflatten(treedef, pieces)
 
 
 def natural_gradient(

@@ -27,6 +27,7 @@ from .jacobian import jacobian
 from .sampler import MetropolisSampler, SamplerState, per_chain
 from .sr import sr_direction, unravel_like
 from .stats import Stats, statistics
+from .utils import replicate
 
 __all__ = ["VMC", "VMCState", "energy_estimate", "run", "save_checkpoint", "load_checkpoint"]
 
@@ -90,11 +91,12 @@ class VMC:
 
     def init(self, key: jax.Array, params: Any) -> VMCState:
         """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0."""
+        params = replicate(params, self.sampler.mesh)
         return VMCState(
             params=params,
-            opt_state=self.optimizer.init(params),
+            opt_state=replicate(self.optimizer.init(params), self.sampler.mesh),
             sampler=self.sampler.init(key, params),
-            iteration=jnp.zeros((), jnp.int32),
+            iteration=replicate(jnp.zeros((), jnp.int32), self.sampler.mesh),
         )
 
     # -- one step ----------------------------------------------------------------

@@ -241,6 +241,10 @@ def test_make_conv_nqs_defaults():
     with pytest.raises(ValueError, match="readout"):
         make_conv_nqs(chain, sym, readout="sum")
     assert isinstance(make_conv_nqs(chain, None), ConvResNet)
+    # a Symmetry may be passed to Symmetrized directly
+    direct = Symmetrized(ConvResNet((6,)), sym)
+    assert direct.n_elements == 6 and np.allclose(direct.characters, sym.characters)
+    assert Symmetrized.from_symmetry(ConvResNet((6,)), sym) == direct
 
 
 def test_initial_state_is_nearly_uniform(rng):
@@ -285,6 +289,7 @@ SECTORS = {
     # name: (shape, group, readout, merge_translations, n_random_configs)
     "chain k=0 refl+ parity-": ((8,), lambda: chain_group(8, False, +1, -1), "sum", False, 3),
     "chain k=pi refl- parity+": ((8,), lambda: chain_group(8, True, -1, +1), "origin", False, 3),
+    "chain k=pi/4 parity+ (complex characters)": ((8,), lambda: chain_momentum_group(8, np.pi / 4, 1), "origin", False, 3),
     "square A1 k=0 parity+ (merged)": ((4, 4), lambda: square_group(4, False, "A1", +1), "sum", True, 2),
     "square B1 k=(pi,pi) parity- (symmetry module)": ((4, 4), _symmetry_module_group, "origin", False, 1),
 }
@@ -307,24 +312,41 @@ def test_invariance_in_sector(rng, name):
     assert_log_close(log_psi[batch:], expect, atol=1e-9)
 
 
-def test_symmetrized_equals_python_loop(rng):
-    L = 8
-    group = chain_group(L, True, -1, -1)
-    base = ConvResNet((L,), channels=3, depth=1, kernel_size=3, readout="origin")
+def chain_momentum_group(L, k, parity):
+    """Translations with momentum k (complex characters) x spin inversion."""
+    return _product(_translations((L,), np.array([k])), _inversion(L, parity))
+
+
+LOOP_CASES = {
+    # name: (group, base network)
+    "conv k=pi refl- parity-": (lambda: chain_group(8, True, -1, -1), lambda: ConvResNet((8,), 3, 1, 3, readout="origin")),
+    "conv trivial sector": (lambda: chain_group(8, False, 1, 1), lambda: ConvResNet((8,), 3, 1, 3)),
+    "conv k=3pi/4 parity-": (lambda: chain_momentum_group(8, 3 * np.pi / 4, -1), lambda: ConvResNet((8,), 3, 1, 3, readout="origin")),
+    "real rbm trivial sector": (lambda: chain_group(8, False, 1, 1), lambda: RBM(1, complex_output=False)),
+}
+
+
+@pytest.mark.parametrize("name", list(LOOP_CASES))
+def test_symmetrized_equals_python_loop(rng, name):
+    make_group, make_base = LOOP_CASES[name]
+    group, base = make_group(), make_base()
     model = Symmetrized(base, *group)
-    s = generic_spins(rng, group, L, 8)
+    s = generic_spins(rng, group, 8, 8)
     params = random_params(model, s, rng)
     base_apply = jax.jit(base.apply)
     base_params = {"params": params["params"]["base"]}
     psi = np.zeros(len(s), np.complex128)
     for perm, flip, chi in zip(*group):
         psi += chi * np.exp(np.asarray(base_apply(base_params, flip * s[:, perm])))
-    assert_log_close(jax.jit(model.apply)(params, s), np.log(psi), atol=1e-10)
+    out = jax.jit(model.apply)(params, s)
+    if isinstance(base, RBM):
+        assert out.dtype == jnp.float64  # real base, positive characters: the real log-sum-exp
+    assert_log_close(out, np.log(psi), atol=1e-10)
     # configurations whose amplitude vanishes by symmetry: zero in the loop, finite and tiny here
-    zero = np.stack([neel((L,)), np.zeros(L, np.int8)])
-    assert np.all(forced_zero(group, zero[:1]))
-    out = np.asarray(jax.jit(model.apply)(params, zero))
-    assert np.all(np.isfinite(out)) and np.all(out.real < np.max(np.log(np.abs(psi))) - 25)
+    zero = np.stack([neel((8,)), np.zeros(8, np.int8)])
+    if np.all(forced_zero(group, zero[:1])):
+        out = np.asarray(jax.jit(model.apply)(params, zero))
+        assert np.all(np.isfinite(out)) and np.all(out.real < np.max(np.log(np.abs(psi))) - 25)
 
 
 def test_merge_translations_matches_full_group(rng):

@@ -114,7 +114,8 @@ class Symmetrized(nn.Module):
     Attributes:
       base: a module mapping ``(batch, N)`` spins to ``(batch,)`` log-amplitudes ``log psi_0``.
       perms: ``(G, N)`` ints; ``flips``: ``(G,)`` +1/-1 (default +1); ``characters``: ``(G,)``
-        complex (default 1). Stored as tuples (the module stays hashable).
+        complex (default 1). Stored as tuples (the module stays hashable). A ``Symmetry``
+        (anything with ``perms``, ``flips``, ``characters``) may be passed as ``perms``.
 
     Call: ``s`` ``(batch, N)`` -> ``(batch,)`` log psi, complex (real only when ``base`` is
     real and every character is real and positive).
@@ -126,7 +127,13 @@ class Symmetrized(nn.Module):
     characters: Any = None
 
     def __post_init__(self):
-        perms, flips, chars = group_table(self.perms, self.flips, self.characters)
+        group = self.perms
+        if all(hasattr(group, a) for a in ("perms", "flips", "characters")):
+            if self.flips is not None or self.characters is not None:
+                raise TypeError("perms: a Symmetry was given, so flips and characters must be left out")
+            perms, flips, chars = group_table(group.perms, group.flips, group.characters)
+        else:
+            perms, flips, chars = group_table(self.perms, self.flips, self.characters)
         keep = np.abs(chars) > 0
         object.__setattr__(self, "perms", tuple(map(tuple, perms[keep].tolist())))
         object.__setattr__(self, "flips", tuple(flips[keep].tolist()))
@@ -136,7 +143,7 @@ class Symmetrized(nn.Module):
     @classmethod
     def from_symmetry(cls, base: nn.Module, symmetry, **kwargs) -> "Symmetrized":
         """Build from an object with ``perms``, ``flips`` and ``characters`` (a ``Symmetry``)."""
-        return cls(base, symmetry.perms, symmetry.flips, symmetry.characters, **kwargs)
+        return cls(base, symmetry, **kwargs)
 
     @property
     def n_elements(self) -> int:

@@ -5,6 +5,7 @@ from .mesh import (
     make_mesh,
     make_precompile_mesh,
     mesh_size,
+    replicate,
     replicated_sharding,
     shard_batch_array,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "make_precompile_mesh",
     "mesh_size",
     "batch_sharding",
+    "replicate",
     "replicated_sharding",
     "shard_batch_array",
 ]

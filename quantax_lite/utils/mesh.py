@@ -111,6 +111,23 @@ def shard_batch_array(x, mesh: Mesh | None = None):
     return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
 
 
+def replicate(tree, mesh: Mesh | None = None):
+    """Place every array leaf of ``tree`` on every device of ``mesh`` (e.g. parameters).
+
+    In a multi-process run every process must pass the same values.
+    """
+    mesh = make_mesh() if mesh is None else mesh
+    sharding = replicated_sharding(mesh)
+
+    def put(x):
+        if jax.process_count() == 1:
+            return jax.device_put(x, sharding)
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+    return jax.tree_util.tree_map(put, tree)
+
+
 def make_precompile_mesh(
     n_devices: int | None = None,
     *,
