@@ -44,7 +44,7 @@ def parse_args(argv=None):
     p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="samples per device per chunk")
     p.add_argument("--repeat", type=int, default=2, help="timed runs after the first (short runs only)")
     p.add_argument("--budget", type=float, default=40.0, help="skip timing a Jacobian predicted slower (s)")
-    p.add_argument("--solve-budget", type=float, default=150.0, help="skip a solve estimated slower (s)")
+    p.add_argument("--solve-budget", type=float, default=200.0, help="skip a solve estimated slower (s)")
     p.add_argument("--skip-jacobian", action="store_true")
     p.add_argument("--skip-solve", action="store_true")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")

@@ -62,8 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--depth", type=int, default=None, help="residual blocks (default by lattice size)")
     g.add_argument("--channels", type=int, default=None, help="conv channels (default by lattice size)")
     g.add_argument("--kernel-size", type=int, default=None, help="conv kernel size (default 3 in 2D, 5 in 1D)")
-    g.add_argument("--conv", default="gather", choices=["gather", "lax"],
-                   help="convolution implementation (gather: fast per-sample gradients in float32 and float64)")
+    g.add_argument("--conv", default="auto", choices=["auto", "gather", "lax"],
+                   help="convolution implementation; auto: lax.conv for forward passes (sampling, local "
+                        "energies) and, in float64, the gather form for the Jacobian (its per-sample "
+                        "gradients are matrix products; lax.conv's are very slow in float64 on CPUs)")
+    g.add_argument("--amplitude", default="auto", choices=["auto", "positive", "complex"],
+                   help="network output: positive (real log psi) for sign-free ground states, complex "
+                        "for a sign structure; auto: positive for heisenberg with the Marshall sign and "
+                        "for tfim, complex otherwise")
     g.add_argument("--precision", default="f64", choices=["f32", "f64"],
                    help="network precision (the SR solve is always float64)")
     g = t.add_argument_group("optimization")
@@ -188,6 +194,15 @@ def build_system(args):
     return lattice, ham, group
 
 
+def positive_amplitude(args, ham) -> bool:
+    """Whether the network outputs a positive wavefunction (real log psi)."""
+    if args.amplitude != "auto":
+        return args.amplitude == "positive"
+    if args.hamiltonian == "tfim":
+        return True  # stoquastic: -h sx has negative off-diagonal elements
+    return args.hamiltonian == "heisenberg" and ham.marshall_sign
+
+
 def reference_energy(args, lattice, ham) -> float | None:
     """The exact energy: sparse diagonalization up to 20 sites, else a literature value."""
     j2 = float(getattr(ham, "J2", 0.0) or 0.0)
@@ -211,10 +226,18 @@ def build_vmc(args, lattice, ham, group):
     from .vmc import VMC
 
     dtype = jnp.float32 if args.precision == "f32" else jnp.float64
-    model = make_conv_nqs(
-        lattice, group, channels=args.channels, depth=args.depth, kernel_size=args.kernel_size,
-        dtype=dtype, conv=args.conv, merge_translations=group is not None,
-    )
+    forward_conv = "lax" if args.conv == "auto" else args.conv
+    gradient_conv = ("lax" if args.precision == "f32" else "gather") if args.conv == "auto" else args.conv
+
+    def network(conv):
+        return make_conv_nqs(
+            lattice, group, channels=args.channels, depth=args.depth, kernel_size=args.kernel_size,
+            dtype=dtype, conv=conv, merge_translations=group is not None,
+            complex_output=not positive_amplitude(args, ham),
+        )
+
+    model = network(forward_conv)  # both forms share one parameter layout
+    grad_model = model if gradient_conv == forward_conv else network(gradient_conv)
     key = jax.random.PRNGKey(args.seed)
     k_params, k_chains = jax.random.split(key)
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
@@ -230,6 +253,7 @@ def build_vmc(args, lattice, ham, group):
     vmc = VMC(
         ham, model.apply, sampler, optax.sgd(schedule), n_samples=args.samples,
         chunk_size=args.chunk_size, diag_shift=args.diag_shift, diag_scale=args.diag_scale,
+        jacobian_log_psi=grad_model.apply,
     )
     return vmc, vmc.init(k_chains, params), count_params(params)
 

@@ -59,6 +59,10 @@ class VMC:
     chunk_size: samples per device per chunk for local energies and the Jacobian.
     diag_shift, diag_scale: SR regularization, eps = diag_shift + diag_scale * tr(S)/P.
     sr_method: "auto" (MinSR when samples < parameters), "sr" or "minsr".
+    jacobian_log_psi: the same wavefunction (same parameters) in the form whose
+      per-sample gradients are fastest, used for the Jacobian only; default ``log_psi``.
+      E.g. a conv net evaluated with ``conv="lax"`` (fast forward passes) and
+      differentiated with ``conv="gather"`` (fast per-sample gradients in float64).
     """
 
     hamiltonian: SpinHamiltonian
@@ -70,6 +74,7 @@ class VMC:
     diag_shift: float = 1e-4
     diag_scale: float = 0.0
     sr_method: str = "auto"
+    jacobian_log_psi: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
@@ -118,7 +123,7 @@ class VMC:
             params = state.params
             samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
             e_loc = self._local_energy(params, samples, log_psi_s)
-            jac = jacobian(self.log_psi, params, samples, chunk_size=self.chunk_size)
+            jac = jacobian(self.jacobian_log_psi or self.log_psi, params, samples, chunk_size=self.chunk_size)
             dtheta, info = sr_direction(
                 jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
                 method=self.sr_method, return_info=True,

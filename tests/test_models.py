@@ -524,3 +524,30 @@ def test_errors():
             ConvResNet((4,), dtype=jnp.float64)
     finally:
         jax.config.update("jax_enable_x64", True)
+
+
+def test_real_output_network_is_positive_symmetric_and_counted():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import pytest
+
+    from quantax_lite.lattice import Square
+    from quantax_lite.models import conv_param_count, count_params, make_conv_nqs
+    from quantax_lite.symmetry import full_symmetry, translations
+
+    lattice = Square(4)
+    group = full_symmetry(lattice)
+    model = make_conv_nqs(lattice, group, channels=4, depth=1, complex_output=False, merge_translations=True)
+    s = jnp.asarray(np.random.default_rng().choice(np.array([-1, 1], np.int8), size=(5, 16)))
+    params = model.init(jax.random.PRNGKey(0), s)
+    assert count_params(params) == conv_param_count(2, 4, 1, 3, complex_output=False)
+    params = jax.tree_util.tree_map(lambda x: x * 30.0, params)  # far from uniform
+    out = model.apply(params, s)
+    assert out.dtype == jnp.float64 and out.shape == (5,)
+    images = group.apply(np.asarray(s))  # (5, G, 16): log psi(g s) = log psi(s)
+    for g in range(0, group.n_elements, 37):
+        np.testing.assert_allclose(model.apply(params, jnp.asarray(images[:, g])), out, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="complex_output"):
+        from quantax_lite.symmetry import translations as tr
+        make_conv_nqs(lattice, tr(lattice, momentum=(np.pi, 0.0)), complex_output=False)

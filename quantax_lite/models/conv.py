@@ -192,8 +192,14 @@ class ConvResNet(nn.Module):
       readout: ``"sum"`` or ``"origin"``.
       activation: elementwise nonlinearity (default GELU).
       final_scale: scale of the readout initialization.
+      complex_output: True (default): complex log-amplitudes (a sign or phase structure
+        can be represented; readout ``C -> 2``). False: real log-amplitudes, i.e. a
+        positive wavefunction (readout ``C -> 1``, ``C`` fewer parameters), enough for a
+        sign-free ground state such as the Heisenberg model in the Marshall basis; its
+        Jacobian is real, which halves the SR work.
 
-    Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype) -> ``(batch,)`` complex.
+    Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype) -> ``(batch,)`` complex
+    (real with ``complex_output=False``).
     """
 
     lattice_shape: tuple[int, ...]
@@ -205,6 +211,7 @@ class ConvResNet(nn.Module):
     readout: str = "sum"
     activation: Callable = nn.gelu
     final_scale: float = 1e-2
+    complex_output: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
@@ -232,7 +239,7 @@ class ConvResNet(nn.Module):
         ]
         self.final_norm = nn.LayerNorm(dtype=dtype, param_dtype=dtype, epsilon=1e-5)
         self.readout_dense = nn.Dense(
-            2,
+            2 if self.complex_output else 1,
             use_bias=False,
             dtype=dtype,
             param_dtype=dtype,
@@ -249,8 +256,11 @@ class ConvResNet(nn.Module):
         return x
 
     def position_log_amplitudes(self, s):
-        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex."""
+        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex
+        (real with ``complex_output=False``)."""
         x = self.activation(self.final_norm(self.features(s)))
+        if not self.complex_output:
+            return self.readout_dense(x).reshape(x.shape[0], self.n_sites)
         out = self.readout_dense(x).reshape(x.shape[0], self.n_sites, 2)
         return lax.complex(out[..., 0], out[..., 1]).astype(complex_dtype(self.dtype))
 

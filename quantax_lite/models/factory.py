@@ -17,10 +17,12 @@ def count_params(params) -> int:
     return int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
 
 
-def conv_param_count(ndim: int, channels: int, depth: int, kernel_size: int) -> int:
-    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 6*C) + 4*C``."""
+def conv_param_count(ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True) -> int:
+    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 6*C) + 2*C + R*C``
+    with ``K = kernel_size**ndim``, ``C = channels`` and ``R = 2`` readout outputs (1 for a
+    real network)."""
     K, C = kernel_size**ndim, channels
-    return K * C + C + depth * (2 * K * C * C + 6 * C) + 4 * C
+    return K * C + C + depth * (2 * K * C * C + 6 * C) + (4 if complex_output else 3) * C
 
 
 def default_conv_architecture(lattice) -> dict:
@@ -59,6 +61,7 @@ def make_conv_nqs(
     conv: str = "gather",
     readout: str | None = None,
     merge_translations: bool = False,
+    complex_output: bool = True,
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -76,6 +79,10 @@ def make_conv_nqs(
       merge_translations: with ``readout="sum"``, merge the group elements that differ by a
         translation (:func:`merge_translation_images`): the same log psi (up to rounding)
         from ``n_sites`` times fewer images when the group contains every translation.
+
+      complex_output: complex log-amplitudes (default); False: a positive wavefunction
+        (real log psi) for sign-free ground states, only in a sector whose characters
+        are all 1.
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
@@ -97,7 +104,13 @@ def make_conv_nqs(
     readout = readout or "sum"
     if merge_translations and readout != "sum":
         raise ValueError("merge_translations: needs readout='sum' (a translation-invariant psi_0)")
-    base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout, **arch)
+    if not complex_output and table is not None and not np.all(np.asarray(table[2]) == 1):
+        raise ValueError(
+            "complex_output: a real (positive) network needs a sector with all characters 1; "
+            "use complex_output=True for this symmetry sector"
+        )
+    base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout,
+                      complex_output=complex_output, **arch)
     if table is None:
         return base
     if merge_translations:
