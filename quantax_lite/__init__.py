@@ -1,2 +1,47 @@
-"""quantax_lite: neural quantum states in JAX, built around one batching engine."""
+"""quantax_lite: neural quantum states in JAX, built around one batching engine.
+
+The public API, by topic (each lives in a small module of its own):
+
+- batching and devices: :func:`chunk_map`, :func:`make_mesh`, :func:`make_precompile_mesh`
+- lattices and symmetry: :class:`Lattice`, :func:`Chain`, :func:`Square`, :class:`Symmetry`,
+  :func:`translations`, :func:`point_group`, :func:`spin_inversion`, :func:`full_symmetry`
+- configurations: :func:`random_states`, :func:`all_states`
+- Hamiltonians: :class:`Heisenberg`, :class:`TransverseFieldIsing`, :func:`local_energy`,
+  :func:`make_local_energy`
+- exact results: :func:`ground_state`, :func:`ground_state_energy`, :func:`exact_expectation`
+- networks: :func:`make_conv_nqs`, :func:`make_rbm_nqs`, :class:`ConvResNet`, :class:`Symmetrized`,
+  :class:`RBM`, :func:`count_params`
+- sampling and statistics: :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
+  :class:`Exchange`, :class:`Mixture`, :func:`statistics`
+- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`
+- the driver: :class:`VMC`, :func:`run`, :func:`energy_estimate`, :func:`save_checkpoint`,
+  :func:`load_checkpoint`
+"""
+from .exact import exact_expectation, ground_state, ground_state_energy
+from .hilbert import all_states, random_states
+from .jacobian import jacobian, make_jacobian
+from .lattice import Chain, Lattice, Square
+from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
+from .operators import Heisenberg, TransverseFieldIsing, local_energy, make_local_energy
+from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, per_chain
+from .sr import natural_gradient, sr_direction
+from .stats import Stats, statistics
+from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
+from .utils import chunk_map, make_mesh, make_precompile_mesh
+from .vmc import VMC, VMCState, energy_estimate, load_checkpoint, run, save_checkpoint
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "chunk_map", "make_mesh", "make_precompile_mesh",
+    "Lattice", "Chain", "Square",
+    "Symmetry", "translations", "point_group", "spin_inversion", "product", "full_symmetry",
+    "random_states", "all_states",
+    "Heisenberg", "TransverseFieldIsing", "local_energy", "make_local_energy",
+    "ground_state", "ground_state_energy", "exact_expectation",
+    "make_conv_nqs", "make_rbm_nqs", "ConvResNet", "Symmetrized", "RBM", "count_params",
+    "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture", "per_chain",
+    "Stats", "statistics",
+    "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
+    "VMC", "VMCState", "run", "energy_estimate", "save_checkpoint", "load_checkpoint",
+]

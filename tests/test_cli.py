@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -53,17 +54,35 @@ def test_short_training_reaches_exact_energy(tmp_path, capsys):
     assert "relative error" in table and "V-score" in table
 
 
-def test_resume_continues_the_same_trajectory(tmp_path):
+def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
+    """SIGKILL a training process right after its first checkpoint, resume it, and compare
+    with an uninterrupted run: the same energies, step by step."""
     common = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--lr", "0.05",
-                      "--eval-samples", "64", "--checkpoint-every", "2"]
-    full, part = str(tmp_path / "full"), str(tmp_path / "part")
-    assert main(common + ["--iters", "6", "--out", full]) == 0
-    assert main(common + ["--iters", "4", "--out", part]) == 0
-    assert main(common + ["--iters", "6", "--out", part, "--resume"]) == 0
-    a, b = _log(full), _log(part)
-    assert [r["iteration"] for r in b] == list(range(1, 7))
+                      "--eval-samples", "64", "--checkpoint-every", "3"]
+    killed = str(tmp_path / "killed")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "quantax_lite", *common, "--iters", "100000", "--out", killed],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ckpt = os.path.join(killed, "checkpoint.npz")
+    deadline = time.time() + 240
+    while not os.path.exists(ckpt) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    assert os.path.exists(ckpt), proc.stderr.read().decode()
+    n_logged = len(_log(killed))
+    assert n_logged >= 3
+    assert main(common + ["--iters", "12", "--out", killed, "--resume"]) == 0
+    full = str(tmp_path / "full")
+    assert main(common + ["--iters", "12", "--out", full]) == 0
+    a, b = _log(full), _log(killed)
+    assert [r["iteration"] for r in b] == list(range(1, 13))
     for ra, rb in zip(a, b):
         assert ra["energy"] == rb["energy"] and ra["variance"] == rb["variance"], (ra, rb)
+    sa = json.load(open(os.path.join(full, "summary.json")))
+    sb = json.load(open(os.path.join(killed, "summary.json")))
+    assert sa["energy"] == sb["energy"]
 
 
 def test_resume_with_changed_options_is_refused(tmp_path, capsys):

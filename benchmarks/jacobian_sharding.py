@@ -1,0 +1,653 @@
+"""GSPMD vs shard_map: collectives, time and memory of the chunked per-sample Jacobian.
+
+What is measured. The per-sample Jacobian ``O = d log psi / d theta`` of the symmetrized
+periodic-conv network ``make_conv_nqs(Square(L), full_symmetry(Square(L)), conv=...)``,
+computed by ``quantax_lite.jacobian.jacobian(log_psi, params, samples, chunk_size=c,
+shard_batch=...)`` inside one ``jax.jit``, for
+
+* ``shard_batch=False``: GSPMD partitions the global batch of every chunk over the mesh;
+* ``shard_batch=True``: one ``jax.shard_map``; each device scans over chunks of its own shard.
+
+For every device count D, chunk size c and mode the script records, from the compiled
+program: the collectives (all-gather, all-reduce, all-to-all, collective-permute,
+reduce-scatter: instructions in the HLO text, matched as `` all-gather(-start)?(``, the
+arrays they carry, and the bytes of their results per device, both per instruction and per
+call, i.e. multiplied by the trip count of the enclosing chunk loop), the memory it needs
+per device (``memory_analysis()``: arguments + outputs + scratch), and, by running it, the median wall
+time of a call after one warm-up call, and the largest difference between the Jacobians of
+the two modes.
+
+Where. ``--platform cpu`` (the default without a GPU): D simulated CPU devices
+(``--xla_force_host_platform_device_count=D``), each D in its own subprocess, since the
+count is fixed when jax starts. ``--platform gpu`` (the default when jax sees a GPU): the
+first D real devices of the machine, in this process. In addition, without any GPU,
+``--gpu-topologies`` compiles (does not run) the same programs for compile-only H100
+topologies (``make_precompile_mesh(topology=..., platform="cuda")``; needs the CUDA PJRT
+plugin matching jax: ``pip install jax-cuda12-plugin==<jax version>
+jax-cuda12-pjrt==<jax version> nvidia-cuda-nvcc-cu12``, or a folder holding them passed as
+``--cuda-plugin-path``), in a subprocess with ``JAX_PLATFORMS=cpu``.
+
+Sizes (every one is an option). CPU default: 6x6 lattice, full space group (576
+elements) merged over translations (``merge_translations=True``: 16 network images per
+sample, the same log psi), 4 channels, depth 1 (368 parameters; the 6x6 default, 16
+channels and depth 4, is about 50 times slower per sample here), float64, 64 samples per
+device, chunks 4 16 64, D = 1 2 4 8, conv ``lax`` (the case GSPMD all-gathers) and
+``gather``. GPU default: the default 6x6 architecture (16 channels, depth 4), 256 samples
+per device, D = 1 2 4 8 (as many as the machine has), a 9-minute deadline after which the
+remaining cases are skipped.
+
+    python benchmarks/jacobian_sharding.py                  # CPU, about 10 minutes on 2 cores
+    python benchmarks/jacobian_sharding.py --quick          # < 1 minute
+    python benchmarks/jacobian_sharding.py --platform gpu   # one GPU node, < 10 minutes
+    python benchmarks/jacobian_sharding.py --gpu-topologies 1x1x8 1x2x4 1x8x8 \\
+        --cuda-plugin-path /path/to/plugin --devices        # compile-only H100 counts only
+
+Writes a table to stdout, JSON (``--json``, default benchmarks/results/jacobian_sharding.json;
+``--quick``: jacobian_sharding_quick.json) and a plot (``--plot``, same name, .png).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform as _platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
+MODES = (False, True)  # shard_batch
+
+# --------------------------------------------------------------------------- #
+# reading collectives out of compiled HLO text                                 #
+# --------------------------------------------------------------------------- #
+
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
+          "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+_ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|f8e\w+|c64|c128)\[([0-9,]*)\]")
+_OP = re.compile(r"=\s*(?P<shape>.+?)\s(?P<op>" + "|".join(COLLECTIVES) + r")(?P<start>-start)?\(")
+_HEADER = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[^\s(]+)\s.*\{\s*$")
+_CALLS = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%([\w.\-]+)")
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_TRIP = re.compile(r'known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+
+
+def _arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
+    return [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(shape)]
+
+
+def _nbytes(dtype: str, dims: tuple[int, ...]) -> int:
+    return _BYTES.get(dtype, 1) * math.prod(dims)
+
+
+def _result_arrays(op: str, start: bool, shape: str):
+    """The arrays a collective produces. ``all-gather-start`` / ``collective-permute-start``
+    return ``(operands, results[, scalar contexts])``: keep the second half of the arrays."""
+    arrays = _arrays(shape)
+    if start and op in ("all-gather", "collective-permute"):
+        arrays = [a for a in arrays if a[1]]  # drop u32[] / s32[] context scalars
+        arrays = arrays[len(arrays) // 2:]
+    return arrays
+
+
+def _computations(text: str):
+    """Split HLO text into computations: ({name: [lines]}, entry name)."""
+    comps, entry, name = {}, None, None
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            m = _HEADER.match(line)
+            if m:
+                name = m.group("name")
+                comps[name] = []
+                if line.startswith("ENTRY"):
+                    entry = name
+                continue
+            if line.startswith("}"):
+                name = None
+                continue
+        if name is not None:
+            comps[name].append(line)
+    return comps, entry
+
+
+def _multipliers(comps: dict, entry: str | None) -> dict:
+    """How many times each computation runs per call of the entry computation (while-loop
+    bodies multiply by their known trip count; None where a trip count is unknown)."""
+    if entry is None:
+        return {name: 1 for name in comps}
+    mult = {entry: 1}
+    stack = [entry]
+    while stack:
+        parent = stack.pop()
+        for line in comps.get(parent, ()):
+            callees = [(kind, c) for kind, c in _CALLS.findall(line)]
+            for group in _BRANCHES.findall(line):
+                callees += [("branch", c.strip().lstrip("%")) for c in group.split(",") if c.strip()]
+            trip = _TRIP.search(line)
+            for kind, child in callees:
+                if child not in comps:
+                    continue
+                m = mult[parent]
+                if kind == "body":
+                    m = None if (m is None or trip is None) else m * int(trip.group(1))
+                if child not in mult:
+                    mult[child] = m
+                    stack.append(child)
+    return mult
+
+
+def hlo_collectives(text: str) -> dict:
+    """Collectives of a compiled program's HLO text.
+
+    Returns ``{kind: {"count", "arrays", "bytes", "count_per_call", "bytes_per_call"}}`` for
+    each kind in ``COLLECTIVES``: ``count`` instructions (synchronous or ``-start``),
+    ``arrays`` they carry (a combined instruction carries several), ``bytes`` of their
+    results on one device, and the same per call of the program (instructions in a loop
+    body counted once per iteration; None if a loop's trip count is unknown).
+    """
+    comps, entry = _computations(text)
+    mult = _multipliers(comps, entry)
+    out = {k: dict(count=0, arrays=0, bytes=0, count_per_call=0, bytes_per_call=0) for k in COLLECTIVES}
+    for name, lines in comps.items():
+        m = mult.get(name, 1)
+        for line in lines:
+            hit = _OP.search(line)
+            if not hit:
+                continue
+            op, start = hit.group("op"), bool(hit.group("start"))
+            arrays = _result_arrays(op, start, hit.group("shape"))
+            nbytes = sum(_nbytes(t, d) for t, d in arrays)
+            row = out[op]
+            row["count"] += 1
+            row["arrays"] += len(arrays)
+            row["bytes"] += nbytes
+            if m is None or row["count_per_call"] is None:
+                row["count_per_call"] = row["bytes_per_call"] = None
+            else:
+                row["count_per_call"] += m
+                row["bytes_per_call"] += m * nbytes
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# the network and one measurement                                              #
+# --------------------------------------------------------------------------- #
+
+
+def make_network(L: int, conv: str, channels: int | None, depth: int | None, dtype: str, merge: bool):
+    """``make_conv_nqs(Square(L), full_symmetry(Square(L)), ...)`` and its lattice."""
+    import jax.numpy as jnp
+
+    from quantax_lite.lattice import Square
+    from quantax_lite.models import make_conv_nqs
+    from quantax_lite.symmetry import full_symmetry
+
+    lattice = Square(L)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=channels, depth=depth,
+                          dtype=getattr(jnp, dtype), conv=conv, merge_translations=merge)
+    return model, lattice
+
+
+def random_samples(n: int, n_sites: int, seed: int = 0):
+    """(n, n_sites) int8 +1/-1 configurations with total S^z = 0 (n_sites even)."""
+    import jax
+
+    from quantax_lite.hilbert import random_states
+
+    return jax.device_get(random_states(jax.random.key(seed), n_sites, n, total_sz=0))
+
+
+def compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch):
+    """The compiled ``jit(jacobian(log_psi, ., ., chunk_size, shard_batch, mesh))`` for the
+    given (concrete or ``ShapeDtypeStruct``) params and samples; (compiled, seconds)."""
+    import jax
+
+    from quantax_lite.jacobian import jacobian
+
+    fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=chunk_size, shard_batch=shard_batch, mesh=mesh))
+    t0 = time.perf_counter()
+    compiled = fn.lower(params, samples).compile()
+    return compiled, time.perf_counter() - t0
+
+
+def compiled_stats(compiled) -> dict:
+    """Collectives and memory of a compiled program, per device.
+
+    ``peak_bytes`` = arguments + outputs + scratch (temp) - aliased: the memory the program
+    needs while it runs (XLA's own ``peak_memory_in_bytes``, kept as ``xla_peak_bytes``, is
+    not filled in by every backend: XLA:CPU reports almost nothing there).
+    """
+    stats = dict(collectives=hlo_collectives(compiled.as_text()))
+    try:
+        mem = compiled.memory_analysis()
+        bound = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes - mem.alias_size_in_bytes
+        stats.update(peak_bytes=int(bound), temp_bytes=int(mem.temp_size_in_bytes),
+                     xla_peak_bytes=int(getattr(mem, "peak_memory_in_bytes", 0) or 0))
+    except Exception as err:  # some backends give no memory analysis
+        stats.update(peak_bytes=None, temp_bytes=None, memory_note=repr(err))
+    return stats
+
+
+def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, long=5.0):
+    """Compile, count collectives, run and time one Jacobian case.
+
+    Args:
+      log_psi, params: the network.
+      samples: (N, n_sites) configurations placed sample-sharded on ``mesh``.
+      mesh: the device mesh (its size is the device count D).
+      chunk_size, shard_batch: passed to ``quantax_lite.jacobian.jacobian``.
+      repeat: timed calls after one warm-up call (the median is reported); a warm-up that
+        takes longer than ``long`` seconds is followed by one timed call only.
+
+    Returns ``(row, O)``: a dict of results (collectives, ``peak_bytes``, ``seconds`` per call,
+    ``ms_per_sample``, ``compile_s``...) and the Jacobian as a numpy array.
+    """
+    import jax
+    import numpy as np
+
+    compiled, t_compile = compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch)
+    row = dict(devices=int(np.prod(mesh.devices.shape)), chunk_size=chunk_size, shard_batch=bool(shard_batch),
+               n_samples=int(samples.shape[0]), compile_s=round(t_compile, 2))
+    row.update(compiled_stats(compiled))
+    t0 = time.perf_counter()
+    O = jax.block_until_ready(compiled(params, samples))
+    warm = time.perf_counter() - t0
+    runs = 1 if warm > long else max(1, repeat)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(params, samples))
+        times.append(time.perf_counter() - t0)
+    sec = statistics.median(times)
+    row.update(seconds=sec, runs=runs, ms_per_sample=1e3 * sec / row["n_samples"])
+    return row, np.asarray(O)
+
+
+def jacobian_difference(a, b) -> float:
+    """max |a - b| / max |a|."""
+    import numpy as np
+
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
+
+
+# --------------------------------------------------------------------------- #
+# runs: one device count (CPU worker or real GPUs), compile-only topologies     #
+# --------------------------------------------------------------------------- #
+
+
+def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
+    """Every (conv, chunk, mode) case on a mesh over ``devices``; prints rows as they finish."""
+    import jax
+
+    from quantax_lite.models import count_params
+    from quantax_lite.utils import make_mesh, replicate, shard_batch_array
+
+    mesh = make_mesh(devices)
+    D = len(devices)
+    rows = []
+    for conv in spec["convs"]:
+        model, lattice = make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+        s = random_samples(D * spec["per_device"], lattice.n_sites, seed=1)
+        params = model.init(jax.random.key(0), s[:1])
+        samples, params = shard_batch_array(s, mesh), replicate(params, mesh)
+        common = dict(conv=conv, lattice=lattice.name, n_params=count_params(params), n_images=_n_images(model),
+                      platform=jax.default_backend(), device_kind=devices[0].device_kind)
+        for c in spec["chunk_sizes"]:
+            pair = {}
+            for sb in MODES:
+                if deadline is not None and time.time() > deadline:
+                    row = dict(common, devices=D, chunk_size=c, shard_batch=sb, skipped="deadline")
+                    rows.append(row)
+                    continue
+                row, O = measure(model.apply, params, samples, mesh, c, sb, spec["repeat"], spec["long"])
+                row.update(common)
+                pair[sb] = (row, O)
+                rows.append(row)
+            if len(pair) == 2:
+                diff = jacobian_difference(pair[True][1], pair[False][1])
+                for sb in MODES:
+                    pair[sb][0]["rel_diff_modes"] = diff
+                    pair[sb][0]["speedup_true_over_false"] = pair[False][0]["seconds"] / pair[True][0]["seconds"]
+            for sb in MODES:
+                if sb in pair:
+                    print(format_row(pair[sb][0]), flush=True)
+    return rows
+
+
+def _n_images(model) -> int:
+    return len(getattr(model, "perms", ())) or 1
+
+
+def run_topologies(spec: dict) -> list[dict]:
+    """Compile (not run) every case for compile-only CUDA topologies."""
+    import jax
+    import jax.numpy as jnp
+
+    from quantax_lite.models import count_params
+    from quantax_lite.utils import batch_sharding, make_precompile_mesh, replicated_sharding
+
+    target = None
+    if spec.get("target_config"):
+        with open(spec["target_config"]) as f:
+            target = f.read()
+    rows = []
+    for topo in spec["topologies"]:
+        try:
+            mesh = make_precompile_mesh(topology=topo, platform="cuda", target_config=target)
+        except Exception as err:
+            rows.append(dict(topology=topo, error=f"{type(err).__name__}: {err}"))
+            print(f"{topo}: {rows[-1]['error']}", flush=True)
+            continue
+        D = mesh.devices.size
+        kind = mesh.devices.flat[0].device_kind
+        for conv in spec["convs"]:
+            model, lattice = make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+            shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, lattice.n_sites), jnp.int8))
+            params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated_sharding(mesh)),
+                                  shapes)
+            samples = jax.ShapeDtypeStruct((D * spec["per_device"], lattice.n_sites), jnp.int8,
+                                           sharding=batch_sharding(mesh, 2))
+            for c in spec["chunk_sizes"]:
+                for sb in MODES:
+                    row = dict(topology=topo, devices=D, device_kind=kind, conv=conv, lattice=lattice.name,
+                               n_params=count_params(shapes), n_images=_n_images(model),
+                               n_samples=samples.shape[0], chunk_size=c, shard_batch=sb)
+                    try:
+                        compiled, t = compile_jacobian(model.apply, params, samples, mesh, c, sb)
+                        row.update(compiled_stats(compiled), compile_s=round(t, 2))
+                    except Exception as err:
+                        row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"
+                    rows.append(row)
+                    print(format_row(row), flush=True)
+    return rows
+
+
+# --------------------------------------------------------------------------- #
+# output                                                                       #
+# --------------------------------------------------------------------------- #
+
+HEADER = (f"{'where':>8} {'conv':>6} {'D':>3} {'chunk':>5} {'shard_batch':>11} {'AG':>3} {'AG arr':>6} "
+          f"{'AG MiB/call':>11} {'other':>5} {'peak MiB':>9} {'ms/sample':>10} {'speedup':>7} {'rel dJ':>8}")
+
+
+def format_row(r: dict) -> str:
+    where = r.get("topology", r.get("platform", "?"))
+    head = f"{where:>8} {r.get('conv', '-'):>6} {r.get('devices', '-'):>3} {r.get('chunk_size', '-'):>5} "
+    head += f"{str(r.get('shard_batch', '-')):>11} "
+    if "error" in r or "skipped" in r:
+        return head + (r.get("error") or f"skipped ({r['skipped']})")
+    col = r["collectives"]
+    ag = col["all-gather"]
+    other = sum(v["count"] for k, v in col.items() if k != "all-gather")
+    mib = "?" if ag["bytes_per_call"] is None else f"{ag['bytes_per_call'] / 2**20:.2f}"
+    peak = "-" if r.get("peak_bytes") is None else f"{r['peak_bytes'] / 2**20:.2f}"
+    ms = "-" if r.get("ms_per_sample") is None else f"{r['ms_per_sample']:.2f}"
+    sp = "-" if r.get("speedup_true_over_false") is None else f"{r['speedup_true_over_false']:.2f}"
+    dj = "-" if r.get("rel_diff_modes") is None else f"{r['rel_diff_modes']:.1e}"
+    return head + f"{ag['count']:>3} {ag['arrays']:>6} {mib:>11} {other:>5} {peak:>9} {ms:>10} {sp:>7} {dj:>8}"
+
+
+def plot(rows: list[dict], path: str, title: str):
+    """Time per sample and all-gather count vs device count, one line per mode (and conv)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if "topology" not in r and "collectives" in r]
+    chunks = sorted({r["chunk_size"] for r in rows})
+    convs = sorted({r["conv"] for r in rows}, key=lambda c: c != "lax")
+    if not rows:
+        return
+    fig, axes = plt.subplots(2, len(chunks), figsize=(max(6.0, 4.2 * len(chunks)), 6.6), squeeze=False, sharex=True)
+    style = {False: dict(color="tab:red", marker="o"), True: dict(color="tab:blue", marker="s")}
+    for j, c in enumerate(chunks):
+        for conv in convs:
+            for sb in MODES:
+                sel = sorted((r for r in rows if r["chunk_size"] == c and r["conv"] == conv and r["shard_batch"] == sb),
+                             key=lambda r: r["devices"])
+                if not sel:
+                    continue
+                D = [r["devices"] for r in sel]
+                kw = dict(style[sb], linestyle="-" if conv == "lax" else ":", alpha=1.0 if conv == "lax" else 0.6,
+                          label=f"{conv}, shard_batch={sb}")
+                axes[0, j].plot(D, [r["ms_per_sample"] for r in sel], **kw)
+                axes[1, j].plot(D, [r["collectives"]["all-gather"]["count"] for r in sel], **kw)
+        axes[0, j].set_title(f"chunk_size = {c}")
+        axes[0, j].set_yscale("log")
+        axes[1, j].set_xscale("log", base=2)
+        axes[1, j].set_xticks(sorted({r["devices"] for r in rows}))
+        axes[1, j].set_xticklabels(sorted({r["devices"] for r in rows}))
+        axes[1, j].set_xlabel("devices")
+    axes[0, 0].set_ylabel("ms per sample (wall)")
+    axes[1, 0].set_ylabel("all-gathers in compiled HLO")
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- #
+# driver                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="D = 1 8, 2 channels, depth 0, 8 samples/device, chunk 4")
+    p.add_argument("--platform", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--devices", type=int, nargs="*", default=None, help="device counts (default 1 2 4 8)")
+    p.add_argument("--samples-per-device", type=int, default=None, help="default 64 (CPU), 256 (GPU)")
+    p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="default 4 16 64")
+    p.add_argument("--L", type=int, default=6, help="L x L square lattice (default 6)")
+    p.add_argument("--channels", type=int, default=None, help="default 4 (CPU), the 6x6 default 16 (GPU)")
+    p.add_argument("--depth", type=int, default=None, help="default 1 (CPU), the 6x6 default 4 (GPU)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
+    p.add_argument("--no-merge", action="store_true", help="all group images (576 on 6x6), not merged over translations")
+    p.add_argument("--convs", nargs="+", choices=("lax", "gather"), default=None, help="default lax gather")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls after the warm-up call (median)")
+    p.add_argument("--long", type=float, default=5.0, help="a warm-up slower than this (s) is timed once more only")
+    p.add_argument("--deadline-min", type=float, default=None, help="skip the cases left after this many minutes")
+    p.add_argument("--gpu-topologies", nargs="*", default=None,
+                   help="compile-only CUDA topologies (default 1x1x8 1x2x4 1x8x8 on CPU; none with --quick)")
+    p.add_argument("--gpu-convs", nargs="+", choices=("lax", "gather"), default=["lax"])
+    p.add_argument("--cuda-plugin-path", default=os.environ.get("QUANTAX_CUDA_PLUGIN_PATH"),
+                   help="folder holding jax-cuda12-plugin/-pjrt and nvidia-cuda-nvcc-cu12 (added to PYTHONPATH)")
+    p.add_argument("--target-config", default=None, help="GpuTargetConfigProto text file (default: mesh.py's H100)")
+    p.add_argument("--json", default=None)
+    p.add_argument("--plot", default=None)
+    p.add_argument("--_worker", choices=("cpu", "topology"), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_spec", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _detect_platform() -> str:
+    import jax
+
+    return "gpu" if jax.default_backend() in ("gpu", "cuda", "rocm") else "cpu"
+
+
+def make_spec(args, platform: str) -> dict:
+    gpu = platform == "gpu"
+    if args.quick:
+        defaults = dict(devices=[1, 8], per_device=8, chunk_sizes=[4], channels=2, depth=0, convs=["lax"],
+                        topologies=[])
+    else:
+        defaults = dict(devices=[1, 2, 4, 8], per_device=256 if gpu else 64, chunk_sizes=[4, 16, 64],
+                        channels=None if gpu else 4, depth=None if gpu else 1, convs=["lax", "gather"],
+                        topologies=[] if gpu else ["1x1x8", "1x2x4", "1x8x8"])
+    pick = lambda v, d: d if v is None else v  # noqa: E731
+    return dict(
+        devices=pick(args.devices, defaults["devices"]), per_device=pick(args.samples_per_device, defaults["per_device"]),
+        chunk_sizes=pick(args.chunk_sizes, defaults["chunk_sizes"]), L=args.L,
+        channels=pick(args.channels, defaults["channels"]), depth=pick(args.depth, defaults["depth"]),
+        dtype=args.dtype, merge=not args.no_merge, convs=pick(args.convs, defaults["convs"]), repeat=args.repeat,
+        long=args.long, topologies=pick(args.gpu_topologies, defaults["topologies"]), gpu_convs=args.gpu_convs,
+        target_config=args.target_config,
+    )
+
+
+def _subprocess(kind: str, spec: dict, env: dict, capture: bool):
+    """Run this script as a worker; returns (rows, error text or None)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
+        out = f.name
+    spec = dict(spec, out=out)
+    cmd = [sys.executable, os.path.abspath(__file__), "--_worker", kind, "--_spec", json.dumps(spec)]
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if capture else None,
+                          stderr=subprocess.PIPE if capture else None, text=True)
+    try:
+        with open(out) as f:
+            rows = json.load(f)
+    except (OSError, ValueError):
+        rows = []
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+    if capture and proc.stdout:
+        print(proc.stdout, end="", flush=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or "")[-2000:] if capture else f"exit status {proc.returncode}"
+        return rows, tail
+    return rows, None
+
+
+def _cpu_env(n: int) -> dict:
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def _topology_env(plugin_path: str | None, dtype: str) -> dict:
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"  # compile-only devices; the plugin must not look for a GPU
+    if plugin_path:
+        env["PYTHONPATH"] = os.pathsep.join([plugin_path] + [p for p in [env.get("PYTHONPATH")] if p])
+        nvcc_bin = os.path.join(plugin_path, "nvidia", "cuda_nvcc", "bin")
+        if os.path.isdir(nvcc_bin):  # ptxas for the PTX -> SASS step
+            env["PATH"] = nvcc_bin + os.pathsep + env.get("PATH", "")
+    if dtype == "float64":
+        # XLA 0.10.2 fails to tile the float64 readout matmul as a Triton GEMM when no GPU can
+        # be autotuned ("Couldn't find output tile sizes that satisfy hlo"); cuBLAS it is.
+        # This changes which GEMM kernels run, not the partitioning or the collectives.
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_gpu_enable_triton_gemm=false").strip()
+    return env
+
+
+def worker(kind: str, spec: dict):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    if kind == "cpu":
+        deadline = spec.get("deadline")
+        rows = run_device_count(spec, jax.devices(), deadline)
+    else:
+        rows = run_topologies(dict(spec, convs=spec["gpu_convs"]))
+    with open(spec["out"], "w") as f:
+        json.dump(rows, f)
+
+
+def hardware() -> dict:
+    info = dict(platform=_platform.platform(), python=_platform.python_version(), cpu_count=os.cpu_count())
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
+    except OSError:
+        pass
+    return info
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per (conv, D, chunk): all-gathers False/True and the speed-up."""
+    lines = []
+    timed = [r for r in rows if "topology" not in r and "speedup_true_over_false" in r and r["shard_batch"]]
+    for r in sorted(timed, key=lambda r: (r["conv"], r["chunk_size"], r["devices"])):
+        f = next(x for x in rows if "topology" not in x and x.get("conv") == r["conv"] and x.get("devices") == r["devices"]
+                 and x.get("chunk_size") == r["chunk_size"] and x.get("shard_batch") is False)
+        lines.append(f"{r['conv']:>6} D={r['devices']} chunk={r['chunk_size']:>3}: all-gathers "
+                     f"{f['collectives']['all-gather']['count']} vs {r['collectives']['all-gather']['count']}, "
+                     f"{f['ms_per_sample']:.2f} vs {r['ms_per_sample']:.2f} ms/sample, "
+                     f"shard_batch=True {r['speedup_true_over_false']:.2f}x faster")
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args._worker:
+        return worker(args._worker, json.loads(args._spec))
+    t_start = time.time()
+    platform = _detect_platform() if args.platform == "auto" else args.platform
+    spec = make_spec(args, platform)
+    deadline_min = args.deadline_min if args.deadline_min is not None else (9.0 if platform == "gpu" else None)
+    deadline = None if deadline_min is None else t_start + 60 * deadline_min
+    stem = "jacobian_sharding_quick" if args.quick else "jacobian_sharding"
+    json_path = args.json or os.path.join(RESULTS, stem + ".json")
+    plot_path = args.plot or os.path.splitext(json_path)[0] + ".png"
+
+    print(f"# {platform}: lattice {spec['L']}x{spec['L']}, channels {spec['channels'] or 'default'}, depth "
+          f"{spec['depth'] if spec['depth'] is not None else 'default'}, {spec['dtype']}, "
+          f"{'merged' if spec['merge'] else 'all'} images, {spec['per_device']} samples/device, chunks "
+          f"{spec['chunk_sizes']}, devices {spec['devices']}")
+    print(HEADER, flush=True)
+    rows, errors = [], []
+    if platform == "gpu":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        devices = jax.devices()
+        for D in spec["devices"]:
+            if D > len(devices):
+                errors.append(f"D={D}: only {len(devices)} devices")
+                continue
+            rows += run_device_count(spec, devices[:D], deadline)
+    else:
+        for D in spec["devices"]:
+            new, err = _subprocess("cpu", dict(spec, deadline=deadline), _cpu_env(D), capture=False)
+            rows += new
+            if err:
+                errors.append(f"cpu D={D}: {err}")
+    topo_rows = []
+    if spec["topologies"]:
+        print(f"\n# compile-only CUDA topologies ({', '.join(spec['topologies'])}), conv {spec['gpu_convs']}: "
+              "counts only, nothing runs")
+        print(HEADER, flush=True)
+        topo_rows, err = _subprocess("topology", spec, _topology_env(args.cuda_plugin_path, spec["dtype"]), capture=True)
+        if err:
+            errors.append(f"gpu topologies: {err}")
+    print("\n# summary (shard_batch False vs True)")
+    for line in summary(rows):
+        print(line)
+    for e in errors:
+        print(f"# error: {e}")
+
+    result = dict(benchmark="jacobian_sharding", quick=args.quick, platform=platform, spec=spec,
+                  hardware=hardware(), rows=rows, topology_rows=topo_rows, errors=errors,
+                  wall_s=round(time.time() - t_start, 1))
+    try:
+        import jax
+
+        result["jax"] = jax.__version__
+    except ImportError:
+        pass
+    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1)
+    where = (f"{len(rows) and rows[0].get('device_kind')} devices" if platform == "gpu"
+             else f"simulated CPU devices on {hardware().get('cpu_model') or 'CPU'}, {os.cpu_count()} cores")
+    title = (f"per-sample Jacobian, symmetrized conv net {spec['L']}x{spec['L']}, {spec['dtype']}, "
+             f"{spec['per_device']} samples/device\n{where}")
+    plot(rows, plot_path, title)
+    print(f"\nwrote {json_path} and {plot_path} ({result['wall_s']:.0f} s)")
+    return result
+
+
+if __name__ == "__main__":
+    main()
