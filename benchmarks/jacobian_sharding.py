@@ -25,16 +25,21 @@ first D real devices of the machine, in this process. In addition, without any G
 topologies (``make_precompile_mesh(topology=..., platform="cuda")``; needs the CUDA PJRT
 plugin matching jax: ``pip install jax-cuda12-plugin==<jax version>
 jax-cuda12-pjrt==<jax version> nvidia-cuda-nvcc-cu12``, or a folder holding them passed as
-``--cuda-plugin-path``), in a subprocess with ``JAX_PLATFORMS=cpu``.
+``--cuda-plugin-path``), in a subprocess with ``JAX_PLATFORMS=cpu``. In float64 that
+subprocess (and ``--platform gpu``) sets ``--xla_gpu_enable_triton_gemm=false``: without it
+XLA 0.10.2 fails to compile the float64 readout matmul as a Triton GEMM ("Couldn't find
+output tile sizes that satisfy hlo"); cuBLAS does it instead, with the same collectives.
 
 Sizes (every one is an option). CPU default: 6x6 lattice, full space group (576
 elements) merged over translations (``merge_translations=True``: 16 network images per
 sample, the same log psi), 4 channels, depth 1 (368 parameters; the 6x6 default, 16
 channels and depth 4, is about 50 times slower per sample here), float64, 64 samples per
-device, chunks 4 16 64, D = 1 2 4 8, conv ``lax`` (the case GSPMD all-gathers) and
-``gather``. GPU default: the default 6x6 architecture (16 channels, depth 4), 256 samples
-per device, D = 1 2 4 8 (as many as the machine has), a 9-minute deadline after which the
-remaining cases are skipped.
+device, D = 1 2 4 8; conv ``lax`` (the case GSPMD all-gathers) at chunks 4 16 64, conv
+``gather`` (no all-gathers in either mode) at chunk 4; then the compile-only topologies
+1x1x8 1x2x4 1x8x8 (conv ``lax``), or a note saying why they could not be compiled. GPU
+default: the default 6x6 architecture (16 channels, depth 4), 256 samples per device,
+D = 8 4 2 1 (as many as the machine has), a 9-minute deadline after which the remaining
+cases are skipped.
 
     python benchmarks/jacobian_sharding.py                  # CPU, about 10 minutes on 2 cores
     python benchmarks/jacobian_sharding.py --quick          # < 1 minute
@@ -298,14 +303,20 @@ def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
         samples, params = shard_batch_array(s, mesh), replicate(params, mesh)
         common = dict(conv=conv, lattice=lattice.name, n_params=count_params(params), n_images=_n_images(model),
                       platform=jax.default_backend(), device_kind=devices[0].device_kind)
-        for c in spec["chunk_sizes"]:
+        for c in chunk_sizes_of(spec, conv):
             pair = {}
             for sb in MODES:
                 if deadline is not None and time.time() > deadline:
-                    row = dict(common, devices=D, chunk_size=c, shard_batch=sb, skipped="deadline")
-                    rows.append(row)
+                    rows.append(dict(common, devices=D, chunk_size=c, shard_batch=sb, skipped="deadline"))
+                    print(format_row(rows[-1]), flush=True)
                     continue
-                row, O = measure(model.apply, params, samples, mesh, c, sb, spec["repeat"], spec["long"])
+                try:
+                    row, O = measure(model.apply, params, samples, mesh, c, sb, spec["repeat"], spec["long"])
+                except Exception as err:  # record it, go on with the other cases
+                    rows.append(dict(common, devices=D, chunk_size=c, shard_batch=sb,
+                                     error=f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"))
+                    print(format_row(rows[-1]), flush=True)
+                    continue
                 row.update(common)
                 pair[sb] = (row, O)
                 rows.append(row)
@@ -318,6 +329,13 @@ def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
                 if sb in pair:
                     print(format_row(pair[sb][0]), flush=True)
     return rows
+
+
+def chunk_sizes_of(spec: dict, conv: str) -> list[int]:
+    """The chunk sizes measured for ``conv`` (``gather``: ``spec["gather_chunk_sizes"]``)."""
+    if conv == "gather" and spec.get("gather_chunk_sizes"):
+        return spec["gather_chunk_sizes"]
+    return spec["chunk_sizes"]
 
 
 def _n_images(model) -> int:
@@ -353,7 +371,7 @@ def run_topologies(spec: dict) -> list[dict]:
                                   shapes)
             samples = jax.ShapeDtypeStruct((D * spec["per_device"], lattice.n_sites), jnp.int8,
                                            sharding=batch_sharding(mesh, 2))
-            for c in spec["chunk_sizes"]:
+            for c in chunk_sizes_of(spec, conv):
                 for sb in MODES:
                     row = dict(topology=topo, devices=D, device_kind=kind, conv=conv, lattice=lattice.name,
                                n_params=count_params(shapes), n_images=_n_images(model),
@@ -452,6 +470,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
     p.add_argument("--no-merge", action="store_true", help="all group images (576 on 6x6), not merged over translations")
     p.add_argument("--convs", nargs="+", choices=("lax", "gather"), default=None, help="default lax gather")
+    p.add_argument("--gather-chunk-sizes", type=int, nargs="+", default=[4],
+                   help="chunk sizes for conv=gather (default 4: it has no all-gathers to show)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls after the warm-up call (median)")
     p.add_argument("--long", type=float, default=5.0, help="a warm-up slower than this (s) is timed once more only")
     p.add_argument("--deadline-min", type=float, default=None, help="skip the cases left after this many minutes")
@@ -490,7 +510,7 @@ def make_spec(args, platform: str) -> dict:
         channels=pick(args.channels, defaults["channels"]), depth=pick(args.depth, defaults["depth"]),
         dtype=args.dtype, merge=not args.no_merge, convs=pick(args.convs, defaults["convs"]), repeat=args.repeat,
         long=args.long, topologies=pick(args.gpu_topologies, defaults["topologies"]), gpu_convs=args.gpu_convs,
-        target_config=args.target_config,
+        target_config=args.target_config, gather_chunk_sizes=args.gather_chunk_sizes,
     )
 
 
@@ -584,6 +604,9 @@ def main(argv=None):
     if args._worker:
         return worker(args._worker, json.loads(args._spec))
     t_start = time.time()
+    if args.platform != "cpu" and args.dtype == "float64" and "jax" not in sys.modules:
+        # see _topology_env: float64 GEMMs go to cuBLAS, not Triton (no effect on CPU)
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_enable_triton_gemm=false").strip()
     platform = _detect_platform() if args.platform == "auto" else args.platform
     spec = make_spec(args, platform)
     deadline_min = args.deadline_min if args.deadline_min is not None else (9.0 if platform == "gpu" else None)
@@ -603,7 +626,7 @@ def main(argv=None):
 
         jax.config.update("jax_enable_x64", True)
         devices = jax.devices()
-        for D in spec["devices"]:
+        for D in sorted(spec["devices"], reverse=True):  # the largest first, in case the deadline hits
             if D > len(devices):
                 errors.append(f"D={D}: only {len(devices)} devices")
                 continue

@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-marshall", action="store_true",
                    help="do not apply the Marshall sign rule (Heisenberg / J1-J2 on bipartite lattices)")
     g = t.add_argument_group("network")
-    g.add_argument("--symmetry", default="full", choices=["none", "translations", "full"],
-                   help="projection group: full = translations x point group x spin inversion")
+    g.add_argument("--symmetry", default="translations", choices=["none", "translations", "full"],
+                   help="projection group: full = translations x point group x spin inversion (16x the "
+                        "network evaluations of translations on a square lattice: more accurate, slower)")
     g.add_argument("--depth", type=int, default=None, help="residual blocks (default by lattice size)")
     g.add_argument("--channels", type=int, default=None, help="conv channels (default by lattice size)")
     g.add_argument("--kernel-size", type=int, default=None, help="conv kernel size (default 3 in 2D, 5 in 1D)")
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="network output: positive (real log psi) for sign-free ground states, complex "
                         "for a sign structure; auto: positive for heisenberg with the Marshall sign and "
                         "for tfim, complex otherwise")
-    g.add_argument("--precision", default="f64", choices=["f32", "f64"],
+    g.add_argument("--precision", default="f32", choices=["f32", "f64"],
                    help="network precision (the SR solve is always float64)")
     g = t.add_argument_group("optimization")
     g.add_argument("--iters", type=int, default=DEFAULTS["iters"], help="VMC steps")
