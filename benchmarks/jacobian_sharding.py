@@ -36,7 +36,7 @@ sample, the same log psi), 4 channels, depth 1 (368 parameters; the 6x6 default,
 channels and depth 4, is about 50 times slower per sample here), float64, 64 samples per
 device, D = 1 2 4 8; conv ``lax`` (the case GSPMD all-gathers) at chunks 4 16 64, conv
 ``gather`` (no all-gathers in either mode) at chunk 4; then the compile-only topologies
-1x1x8 1x2x4 1x8x8 (conv ``lax``), or a note saying why they could not be compiled. GPU
+1x1x8 1x2x4 1x8x8 (same convs and chunks), or a note saying why they could not be compiled. GPU
 default: the default 6x6 architecture (16 channels, depth 4), 256 samples per device,
 D = 8 4 2 1 (as many as the machine has), a 9-minute deadline after which the remaining
 cases are skipped.
@@ -248,10 +248,14 @@ def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, l
       mesh: the device mesh (its size is the device count D).
       chunk_size, shard_batch: passed to ``quantax_lite.jacobian.jacobian``.
       repeat: timed calls after one warm-up call (the median is reported); a warm-up that
-        takes longer than ``long`` seconds is followed by one timed call only.
+        takes longer than ``long`` seconds is followed by one timed call only, and one longer
+        than ``5 * long`` is itself the measurement (``runs=0``: one-time costs are negligible
+        next to it).
 
-    Returns ``(row, O)``: a dict of results (collectives, ``peak_bytes``, ``seconds`` per call,
-    ``ms_per_sample``, ``compile_s``...) and the Jacobian as a numpy array.
+    Returns ``(row, O)``: a dict of results (collectives, ``peak_bytes``, ``seconds`` per call
+    (wall), ``cpu_seconds`` (CPU time of this process: the work of all simulated CPU devices
+    together; not meaningful on GPUs), ``ms_per_sample``, ``compile_s``...) and the Jacobian as
+    a numpy array.
     """
     import jax
     import numpy as np
@@ -260,17 +264,20 @@ def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, l
     row = dict(devices=int(np.prod(mesh.devices.shape)), chunk_size=chunk_size, shard_batch=bool(shard_batch),
                n_samples=int(samples.shape[0]), compile_s=round(t_compile, 2))
     row.update(compiled_stats(compiled))
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     O = jax.block_until_ready(compiled(params, samples))
-    warm = time.perf_counter() - t0
-    runs = 1 if warm > long else max(1, repeat)
-    times = []
+    times = [(time.perf_counter() - t0, time.process_time() - c0)]
+    runs = 0 if times[0][0] > 5 * long else 1 if times[0][0] > long else max(1, repeat)
+    if runs:
+        times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         jax.block_until_ready(compiled(params, samples))
-        times.append(time.perf_counter() - t0)
-    sec = statistics.median(times)
-    row.update(seconds=sec, runs=runs, ms_per_sample=1e3 * sec / row["n_samples"])
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
+    sec = statistics.median(t for t, _ in times)
+    cpu = statistics.median(c for _, c in times)
+    n = row["n_samples"]
+    row.update(seconds=sec, cpu_seconds=cpu, runs=runs, ms_per_sample=1e3 * sec / n, cpu_ms_per_sample=1e3 * cpu / n)
     return row, np.asarray(O)
 
 
@@ -359,7 +366,8 @@ def run_topologies(spec: dict) -> list[dict]:
         try:
             mesh = make_precompile_mesh(topology=topo, platform="cuda", target_config=target)
         except Exception as err:
-            rows.append(dict(topology=topo, error=f"{type(err).__name__}: {err}"))
+            hint = "" if spec.get("plugin_path") else " (or pass --cuda-plugin-path DIR)"
+            rows.append(dict(topology=topo, error=f"{type(err).__name__}: {err}{hint}"))
             print(f"{topo}: {rows[-1]['error']}", flush=True)
             continue
         D = mesh.devices.size
@@ -391,7 +399,7 @@ def run_topologies(spec: dict) -> list[dict]:
 # --------------------------------------------------------------------------- #
 
 HEADER = (f"{'where':>8} {'conv':>6} {'D':>3} {'chunk':>5} {'shard_batch':>11} {'AG':>3} {'AG arr':>6} "
-          f"{'AG MiB/call':>11} {'other':>5} {'peak MiB':>9} {'ms/sample':>10} {'speedup':>7} {'rel dJ':>8}")
+          f"{'AG MiB/call':>11} {'other':>5} {'mem MiB':>9} {'ms/sample':>10} {'cpu ms/s':>9} {'speedup':>7} {'rel dJ':>8}")
 
 
 def format_row(r: dict) -> str:
@@ -406,9 +414,10 @@ def format_row(r: dict) -> str:
     mib = "?" if ag["bytes_per_call"] is None else f"{ag['bytes_per_call'] / 2**20:.2f}"
     peak = "-" if r.get("peak_bytes") is None else f"{r['peak_bytes'] / 2**20:.2f}"
     ms = "-" if r.get("ms_per_sample") is None else f"{r['ms_per_sample']:.2f}"
+    cpu = "-" if r.get("cpu_ms_per_sample") is None else f"{r['cpu_ms_per_sample']:.2f}"
     sp = "-" if r.get("speedup_true_over_false") is None else f"{r['speedup_true_over_false']:.2f}"
     dj = "-" if r.get("rel_diff_modes") is None else f"{r['rel_diff_modes']:.1e}"
-    return head + f"{ag['count']:>3} {ag['arrays']:>6} {mib:>11} {other:>5} {peak:>9} {ms:>10} {sp:>7} {dj:>8}"
+    return head + f"{ag['count']:>3} {ag['arrays']:>6} {mib:>11} {other:>5} {peak:>9} {ms:>10} {cpu:>9} {sp:>7} {dj:>8}"
 
 
 def plot(rows: list[dict], path: str, title: str):
@@ -473,16 +482,19 @@ def parse_args(argv=None):
     p.add_argument("--gather-chunk-sizes", type=int, nargs="+", default=[4],
                    help="chunk sizes for conv=gather (default 4: it has no all-gathers to show)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls after the warm-up call (median)")
-    p.add_argument("--long", type=float, default=5.0, help="a warm-up slower than this (s) is timed once more only")
+    p.add_argument("--long", type=float, default=5.0,
+                   help="a warm-up slower than this (s) is timed once more only; 5x slower: not again")
     p.add_argument("--deadline-min", type=float, default=None, help="skip the cases left after this many minutes")
     p.add_argument("--gpu-topologies", nargs="*", default=None,
                    help="compile-only CUDA topologies (default 1x1x8 1x2x4 1x8x8 on CPU; none with --quick)")
-    p.add_argument("--gpu-convs", nargs="+", choices=("lax", "gather"), default=["lax"])
+    p.add_argument("--gpu-convs", nargs="+", choices=("lax", "gather"), default=["lax", "gather"])
     p.add_argument("--cuda-plugin-path", default=os.environ.get("QUANTAX_CUDA_PLUGIN_PATH"),
                    help="folder holding jax-cuda12-plugin/-pjrt and nvidia-cuda-nvcc-cu12 (added to PYTHONPATH)")
     p.add_argument("--target-config", default=None, help="GpuTargetConfigProto text file (default: mesh.py's H100)")
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
+    p.add_argument("--markdown", metavar="JSON", default=None,
+                   help="print the tables of a result file as markdown (for docs/benchmarks.md) and exit")
     p.add_argument("--_worker", choices=("cpu", "topology"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--_spec", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -511,6 +523,7 @@ def make_spec(args, platform: str) -> dict:
         dtype=args.dtype, merge=not args.no_merge, convs=pick(args.convs, defaults["convs"]), repeat=args.repeat,
         long=args.long, topologies=pick(args.gpu_topologies, defaults["topologies"]), gpu_convs=args.gpu_convs,
         target_config=args.target_config, gather_chunk_sizes=args.gather_chunk_sizes,
+        plugin_path=args.cuda_plugin_path,
     )
 
 
@@ -576,7 +589,8 @@ def worker(kind: str, spec: dict):
 
 
 def hardware() -> dict:
-    info = dict(platform=_platform.platform(), python=_platform.python_version(), cpu_count=os.cpu_count())
+    info = dict(platform=_platform.platform(), python=_platform.python_version(), cpu_count=os.cpu_count(),
+                load_average=os.getloadavg())
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
@@ -595,14 +609,71 @@ def summary(rows: list[dict]) -> list[str]:
         lines.append(f"{r['conv']:>6} D={r['devices']} chunk={r['chunk_size']:>3}: all-gathers "
                      f"{f['collectives']['all-gather']['count']} vs {r['collectives']['all-gather']['count']}, "
                      f"{f['ms_per_sample']:.2f} vs {r['ms_per_sample']:.2f} ms/sample, "
-                     f"shard_batch=True {r['speedup_true_over_false']:.2f}x faster")
+                     f"shard_batch=True {r['speedup_true_over_false']:.2f}x faster "
+                     f"(CPU time {f['cpu_seconds'] / r['cpu_seconds']:.2f}x less)")
     return lines
+
+
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / 2**20:.1f}"
+
+
+def _pairs(rows: list[dict], key) -> list[tuple]:
+    """(key, row with shard_batch False, row with True) for every case measured in both modes."""
+    by = {}
+    for r in rows:
+        if "collectives" in r:
+            by.setdefault(key(r), {})[r["shard_batch"]] = r
+    return [(k, v[False], v[True]) for k, v in by.items() if False in v and True in v]
+
+
+def _gathers(r: dict) -> str:
+    ag = r["collectives"]["all-gather"]
+    return f"{ag['count']} ({ag['arrays']})" if ag["count"] else "0"
+
+
+def _others(r: dict) -> int:
+    return sum(v["count"] for k, v in r["collectives"].items() if k != "all-gather")
+
+
+def markdown(result: dict) -> str:
+    """The measured and the compile-only tables of a result file, as markdown: one line per
+    case, shard_batch False / True side by side."""
+    out = ["| conv | D | chunk | all-gathers F / T | other coll. F / T | gathered MiB/call (F) | memory MiB F / T "
+           "| ms/sample F / T | CPU ms/sample F / T | T faster by | max rel. dJ |", "|" + " --- |" * 11]
+    for (conv, D, c), f, t in _pairs(result["rows"], lambda r: (r["conv"], r["devices"], r["chunk_size"])):
+        out.append(f"| {conv} | {D} | {c} | {_gathers(f)} / {_gathers(t)} | {_others(f)} / {_others(t)} | "
+                   f"{_mib(f['collectives']['all-gather']['bytes_per_call'])} | {_mib(f['peak_bytes'])} / "
+                   f"{_mib(t['peak_bytes'])} | {f['ms_per_sample']:.2f} / {t['ms_per_sample']:.2f} | "
+                   f"{f['cpu_ms_per_sample']:.2f} / {t['cpu_ms_per_sample']:.2f} | "
+                   f"{f['seconds'] / t['seconds']:.1f}x | {t.get('rel_diff_modes', float('nan')):.0e} |")
+    missing = [r for r in result["rows"] if "collectives" not in r]
+    for r in missing:
+        out.append(f"| {r.get('conv')} | {r.get('devices')} | {r.get('chunk_size')} | shard_batch="
+                   f"{r.get('shard_batch')}: {r.get('error') or r.get('skipped')} |" + " |" * 7)
+    topo = result.get("topology_rows") or []
+    if topo:
+        out += ["", "| topology | GPUs | conv | chunk | all-gathers F / T | other coll. F / T "
+                "| gathered MiB/call (F) | memory MiB F / T |", "|" + " --- |" * 8]
+        key = lambda r: (r["topology"], r["devices"], r["conv"], r["chunk_size"])  # noqa: E731
+        for (name, D, conv, c), f, t in _pairs(topo, key):
+            out.append(f"| {name} | {D} | {conv} | {c} | {_gathers(f)} / {_gathers(t)} | {_others(f)} / "
+                       f"{_others(t)} | {_mib(f['collectives']['all-gather']['bytes_per_call'])} | "
+                       f"{_mib(f['peak_bytes'])} / {_mib(t['peak_bytes'])} |")
+        for r in topo:
+            if "collectives" not in r:
+                out.append(f"| {r.get('topology')} | error: {r['error']} |" + " |" * 6)
+    return "\n".join(out)
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args._worker:
         return worker(args._worker, json.loads(args._spec))
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(markdown(json.load(f)))
+        return None
     t_start = time.time()
     if args.platform != "cpu" and args.dtype == "float64" and "jax" not in sys.modules:
         # see _topology_env: float64 GEMMs go to cuBLAS, not Triton (no effect on CPU)
@@ -615,6 +686,8 @@ def main(argv=None):
     json_path = args.json or os.path.join(RESULTS, stem + ".json")
     plot_path = args.plot or os.path.splitext(json_path)[0] + ".png"
 
+    load_start = os.getloadavg()
+    print(f"# load average {load_start[0]:.1f} (1 min) on {os.cpu_count()} cores")
     print(f"# {platform}: lattice {spec['L']}x{spec['L']}, channels {spec['channels'] or 'default'}, depth "
           f"{spec['depth'] if spec['depth'] is not None else 'default'}, {spec['dtype']}, "
           f"{'merged' if spec['merge'] else 'all'} images, {spec['per_device']} samples/device, chunks "
@@ -652,7 +725,7 @@ def main(argv=None):
         print(f"# error: {e}")
 
     result = dict(benchmark="jacobian_sharding", quick=args.quick, platform=platform, spec=spec,
-                  hardware=hardware(), rows=rows, topology_rows=topo_rows, errors=errors,
+                  hardware=dict(hardware(), load_average_start=load_start), rows=rows, topology_rows=topo_rows, errors=errors,
                   wall_s=round(time.time() - t_start, 1))
     try:
         import jax

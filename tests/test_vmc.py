@@ -31,12 +31,12 @@ def _setup(seed=0, n_samples=64):
 
 def test_steps_lower_the_energy_towards_exact():
     vmc, state, ham = _setup()
-    state, records = run(vmc, state, 40, progress=False)
-    assert int(state.iteration) == 40 and len(records) == 40
-    stats, state = energy_estimate(vmc, state, 1024)
+    state, records = run(vmc, state, 20, progress=False)
+    assert int(state.iteration) == 20 and len(records) == 20
+    stats, state = energy_estimate(vmc, state, 512)
     exact = ground_state_energy(ham)
-    assert records[0]["energy"] > exact + 0.05
-    assert float(stats.mean.real) - exact < 0.05 * abs(exact)
+    assert records[0]["energy"] > exact + 0.3
+    assert float(stats.mean.real) - exact < 0.03 * abs(exact)
     assert float(stats.mean.real) > exact - 5 * float(stats.error_of_mean)
     for key in ("energy", "energy_error", "variance", "acceptance", "r_hat", "step_norm", "wall_time_s"):
         assert np.isfinite(records[-1][key])

@@ -321,15 +321,21 @@ def _abstract_call(loop: _Loop, xs, n_blocks: int, rows: int):
 # --------------------------------------------------------------------------- #
 
 
-def _constrainer(mesh, axis_names: tuple):
-    """Sharding constraint: split the first axis over the mesh (traced or eager)."""
+def _constrainer(mesh, axis_names: tuple, eager: bool):
+    """Sharding constraint: split the first axis over the mesh.
+
+    Traced: a sharding constraint. Concrete arrays are moved only when ``eager`` (the
+    whole batch); the chunks sliced from it in a Python loop keep its placement.
+    """
 
     def constrain(x):
         spec = PartitionSpec(axis_names, *([None] * (x.ndim - 1)))
         sharding = NamedSharding(mesh, spec)
         if isinstance(x, jax.core.Tracer):
             return lax.with_sharding_constraint(x, sharding)
-        return jax.device_put(x, sharding)
+        if eager:
+            return jax.device_put(x, sharding)
+        return x  # a slice of an already placed block keeps its placement
 
     return constrain
 
@@ -427,10 +433,14 @@ def chunk_map(
             )(*xs)
             treedef, out_ax = info["treedef"], info["axes"]
         else:
-            constrain = _identity if cfg.inside else _constrainer(cfg.mesh, names)
+            if cfg.inside:
+                place = constrain = _identity
+            else:
+                place = _constrainer(cfg.mesh, names, eager=True)
+                constrain = _constrainer(cfg.mesh, names, eager=False)
             loop = _Loop(f, plan, out_axes, chunk_size, use_scan, constrain, constrain)
             blocks = [
-                x if ax is None else constrain(x.reshape((cfg.n_devices, cfg.per_device) + x.shape[1:]))
+                x if ax is None else place(x.reshape((cfg.n_devices, cfg.per_device) + x.shape[1:]))
                 for x, ax in zip(xs, axes)
             ]
             outs, treedef, out_ax = _chunk_loop(loop, blocks, cfg.n_devices, cfg.per_device, cfg.chunking)
