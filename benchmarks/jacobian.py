@@ -28,6 +28,12 @@ Writes a table to stdout and JSON to benchmarks/results/jacobian.json (``--json`
 """
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import simulate_cpu_devices  # noqa: E402
+
 import argparse
 import json
 import os
@@ -246,10 +252,7 @@ def collectives_of_solves(n_dev):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.devices:
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.devices}"
-        ).strip()
+    simulate_cpu_devices(args.devices)  # before jax is imported
     import jax
 
     jax.config.update("jax_enable_x64", True)  # the SR solve runs in float64

@@ -20,6 +20,12 @@ Writes a table to stdout and JSON to benchmarks/results/local_energy.json (``--j
 """
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import simulate_cpu_devices  # noqa: E402
+
 import argparse
 import json
 import os
@@ -51,10 +57,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.devices:
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.devices}"
-        ).strip()
+    simulate_cpu_devices(args.devices)  # before jax is imported
     import jax
     import jax.numpy as jnp
     import numpy as np

@@ -16,6 +16,12 @@ A configuration that fails (e.g. out of memory unchunked) is reported as failed.
 """
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import simulate_cpu_devices  # noqa: E402
+
 import argparse
 import json
 import os
@@ -53,11 +59,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.devices:
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.devices}"
-        ).strip()
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    simulate_cpu_devices(args.devices)  # before jax is imported
     import jax  # imported here: XLA_FLAGS must be set first
 
     if args.dtype == "float64":
