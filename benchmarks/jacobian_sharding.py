@@ -33,7 +33,7 @@ output tile sizes that satisfy hlo"); cuBLAS does it instead, with the same coll
 Sizes (every one is an option). CPU default: 6x6 lattice, full space group (576
 elements) merged over translations (``merge_translations=True``: 16 network images per
 sample, the same log psi), 4 channels, depth 1 (368 parameters; the 6x6 default, 16
-channels and depth 4, is about 50 times slower per sample here), float64, 64 samples per
+channels and depth 4, is tens of times slower per sample here), float64, 64 samples per
 device, D = 1 2 4 8; conv ``lax`` (the case GSPMD all-gathers) at chunks 4 16 64, conv
 ``gather`` (no all-gathers in either mode) at chunk 4; then the compile-only topologies
 1x1x8 1x2x4 1x8x8 (same convs and chunks), or a note saying why they could not be compiled. GPU
@@ -199,6 +199,11 @@ def make_network(L: int, conv: str, channels: int | None, depth: int | None, dty
     return model, lattice
 
 
+def network_of(spec: dict, conv: str):
+    """:func:`make_network` with the sizes of a run's ``spec``."""
+    return make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+
+
 def random_samples(n: int, n_sites: int, seed: int = 0):
     """(n, n_sites) int8 +1/-1 configurations with total S^z = 0 (n_sites even)."""
     import jax
@@ -304,7 +309,7 @@ def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
     D = len(devices)
     rows = []
     for conv in spec["convs"]:
-        model, lattice = make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+        model, lattice = network_of(spec, conv)
         s = random_samples(D * spec["per_device"], lattice.n_sites, seed=1)
         params = model.init(jax.random.key(0), s[:1])
         samples, params = shard_batch_array(s, mesh), replicate(params, mesh)
@@ -373,7 +378,7 @@ def run_topologies(spec: dict) -> list[dict]:
         D = mesh.devices.size
         kind = mesh.devices.flat[0].device_kind
         for conv in spec["convs"]:
-            model, lattice = make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+            model, lattice = network_of(spec, conv)
             shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, lattice.n_sites), jnp.int8))
             params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated_sharding(mesh)),
                                   shapes)
@@ -399,7 +404,8 @@ def run_topologies(spec: dict) -> list[dict]:
 # --------------------------------------------------------------------------- #
 
 HEADER = (f"{'where':>8} {'conv':>6} {'D':>3} {'chunk':>5} {'shard_batch':>11} {'AG':>3} {'AG arr':>6} "
-          f"{'AG MiB/call':>11} {'other':>5} {'mem MiB':>9} {'ms/sample':>10} {'cpu ms/s':>9} {'speedup':>7} {'rel dJ':>8}")
+          f"{'AG MiB/call':>11} {'other':>5} {'mem MiB':>9} {'ms/sample':>10} {'cpu ms/s':>9} {'speedup':>7} "
+          f"{'rel dJ':>8}")
 
 
 def format_row(r: dict) -> str:
@@ -477,7 +483,8 @@ def parse_args(argv=None):
     p.add_argument("--channels", type=int, default=None, help="default 4 (CPU), the 6x6 default 16 (GPU)")
     p.add_argument("--depth", type=int, default=None, help="default 1 (CPU), the 6x6 default 4 (GPU)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
-    p.add_argument("--no-merge", action="store_true", help="all group images (576 on 6x6), not merged over translations")
+    p.add_argument("--no-merge", action="store_true",
+                   help="all group images (576 on 6x6), not merged over translations")
     p.add_argument("--convs", nargs="+", choices=("lax", "gather"), default=None, help="default lax gather")
     p.add_argument("--gather-chunk-sizes", type=int, nargs="+", default=[4],
                    help="chunk sizes for conv=gather (default 4: it has no all-gathers to show)")
@@ -517,7 +524,8 @@ def make_spec(args, platform: str) -> dict:
                         topologies=[] if gpu else ["1x1x8", "1x2x4", "1x8x8"])
     pick = lambda v, d: d if v is None else v  # noqa: E731
     return dict(
-        devices=pick(args.devices, defaults["devices"]), per_device=pick(args.samples_per_device, defaults["per_device"]),
+        devices=pick(args.devices, defaults["devices"]),
+        per_device=pick(args.samples_per_device, defaults["per_device"]),
         chunk_sizes=pick(args.chunk_sizes, defaults["chunk_sizes"]), L=args.L,
         channels=pick(args.channels, defaults["channels"]), depth=pick(args.depth, defaults["depth"]),
         dtype=args.dtype, merge=not args.no_merge, convs=pick(args.convs, defaults["convs"]), repeat=args.repeat,
@@ -593,7 +601,8 @@ def hardware() -> dict:
                 load_average=os.getloadavg())
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), None)
+        names = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")]
+        info["cpu_model"] = names[0] if names else None
     except OSError:
         pass
     return info
@@ -602,10 +611,8 @@ def hardware() -> dict:
 def summary(rows: list[dict]) -> list[str]:
     """One line per (conv, D, chunk): all-gathers False/True and the speed-up."""
     lines = []
-    timed = [r for r in rows if "topology" not in r and "speedup_true_over_false" in r and r["shard_batch"]]
-    for r in sorted(timed, key=lambda r: (r["conv"], r["chunk_size"], r["devices"])):
-        f = next(x for x in rows if "topology" not in x and x.get("conv") == r["conv"] and x.get("devices") == r["devices"]
-                 and x.get("chunk_size") == r["chunk_size"] and x.get("shard_batch") is False)
+    pairs = _pairs(rows, lambda r: (r["conv"], r["chunk_size"], r["devices"]))
+    for _, f, r in sorted(pairs, key=lambda p: p[0]):
         lines.append(f"{r['conv']:>6} D={r['devices']} chunk={r['chunk_size']:>3}: all-gathers "
                      f"{f['collectives']['all-gather']['count']} vs {r['collectives']['all-gather']['count']}, "
                      f"{f['ms_per_sample']:.2f} vs {r['ms_per_sample']:.2f} ms/sample, "
@@ -715,7 +722,8 @@ def main(argv=None):
         print(f"\n# compile-only CUDA topologies ({', '.join(spec['topologies'])}), conv {spec['gpu_convs']}: "
               "counts only, nothing runs")
         print(HEADER, flush=True)
-        topo_rows, err = _subprocess("topology", spec, _topology_env(args.cuda_plugin_path, spec["dtype"]), capture=True)
+        env = _topology_env(args.cuda_plugin_path, spec["dtype"])
+        topo_rows, err = _subprocess("topology", spec, env, capture=True)
         if err:
             errors.append(f"gpu topologies: {err}")
     print("\n# summary (shard_batch False vs True)")
@@ -725,7 +733,8 @@ def main(argv=None):
         print(f"# error: {e}")
 
     result = dict(benchmark="jacobian_sharding", quick=args.quick, platform=platform, spec=spec,
-                  hardware=dict(hardware(), load_average_start=load_start), rows=rows, topology_rows=topo_rows, errors=errors,
+                  hardware=dict(hardware(), load_average_start=load_start), rows=rows,
+                  topology_rows=topo_rows, errors=errors,
                   wall_s=round(time.time() - t_start, 1))
     try:
         import jax
