@@ -150,6 +150,11 @@ def check_options(args, n_devices: int) -> None:
         raise UsageError(f"--samples {args.samples} must be a multiple of --chains {chains}.")
     if args.eval_samples % chains:
         raise UsageError(f"--eval-samples {args.eval_samples} must be a multiple of --chains {chains}.")
+    if args.eval_samples > args.samples and args.eval_samples % args.samples:
+        raise UsageError(
+            f"--eval-samples {args.eval_samples} must be a multiple of --samples {args.samples} "
+            "(the final estimate is drawn in blocks of one step's samples)."
+        )
     multi = [args.coordinator, args.num_processes, args.process_id]
     if any(v is not None for v in multi) and not all(v is not None for v in multi):
         raise UsageError("--coordinator, --num-processes and --process-id go together.")

@@ -147,14 +147,23 @@ class VMC:
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:
     """The energy of ``state.params`` from fresh samples (the chains continue).
 
-    n_samples: default ``4 * vmc.n_samples``; a multiple of the number of chains.
+    n_samples: default ``4 * vmc.n_samples``; a multiple of ``vmc.n_samples`` when larger
+      (drawn in blocks of a step's size, so the memory is that of a training step).
     Returns the :class:`~quantax_lite.stats.Stats` of the local energies and the
     state with the advanced chains.
     """
     n_samples = 4 * vmc.n_samples if n_samples is None else n_samples
-    samples, log_psi_s, chains = vmc.sampler.sample(state.sampler, state.params, n_samples)
-    e_loc = vmc._local_energy(state.params, samples, log_psi_s)
-    stats = statistics(per_chain(e_loc, vmc.sampler.n_chains))
+    # Sampled in blocks of at most vmc.n_samples, so memory stays that of a training step;
+    # the blocks are consecutive stretches of the same chains.
+    block = min(n_samples, vmc.n_samples)
+    if n_samples % block:
+        raise ValueError(f"n_samples={n_samples} must be a multiple of the step's {block} samples.")
+    chains, series = state.sampler, []
+    for _ in range(n_samples // block):
+        samples, log_psi_s, chains = vmc.sampler.sample(chains, state.params, block)
+        e_loc = vmc._local_energy(state.params, samples, log_psi_s)
+        series.append(per_chain(e_loc, vmc.sampler.n_chains))
+    stats = statistics(jnp.concatenate(series, axis=1))
     return stats, state._replace(sampler=chains)
 
 
