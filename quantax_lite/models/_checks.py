@@ -5,6 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..lattice import _parse_length
+
 _REAL_DTYPES = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 
 
@@ -44,12 +46,8 @@ def spin_batch(s, n_sites: int, name: str = "s") -> jax.Array:
     return jnp.asarray(s)
 
 
-def positive_int(value, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected a positive int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value}")
-    return int(value)
+# the same check as the lattice's sizes (one definition, one message)
+positive_int = _parse_length
 
 
 def lattice_shape(shape, name: str = "lattice_shape") -> tuple[int, ...]:
