@@ -2,11 +2,16 @@
 
 W1: 4x4 Heisenberg (Marshall sign), Sz = 0, 1024 samples, conv net with 2 residual
 blocks of 8 channels and 3x3 kernels, projected on the translations only, float32
-network (float64 SR solve). A second row uses the full group (translations x C4v x
-spin inversion). Each row reports the fused step (one compiled program: sample ->
-local energies -> Jacobian -> SR -> update) and, separately compiled, each part.
+network (float64 SR solve). Every row is built as ``quantax-lite train`` builds its
+run, with the command's defaults (convolution form, one chain per sample, sweeps of
+n_sites/2 anti-aligned exchanges, packed local energies in cache-sized chunks, BLAS
+threads limited to one). Rows: W1 with a positive (real log psi) network, W1 with a
+complex one, the full group (translations x C4v x spin inversion), and W1 in float64.
+Each row reports the fused step (one compiled program: sample -> local energies ->
+Jacobian -> SR -> update; the median of ``--repeats`` steps) and, separately
+compiled, each part.
 
-    python benchmarks/vmc_step.py [--quick] [--json PATH] [--repeats N]
+    python benchmarks/vmc_step.py [--quick] [--json PATH] [--repeats N] [--rows 0 2]
 """
 from __future__ import annotations
 
@@ -22,17 +27,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
 
+from quantax_lite.cli import build_parser, build_system, build_vmc, default_chains  # noqa: E402
 from quantax_lite.jacobian import make_jacobian  # noqa: E402
-from quantax_lite.lattice import Square  # noqa: E402
-from quantax_lite.models import count_params, make_conv_nqs  # noqa: E402
-from quantax_lite.operators import Heisenberg, make_local_energy  # noqa: E402
-from quantax_lite.sampler import Exchange, MetropolisSampler  # noqa: E402
 from quantax_lite.sr import sr_direction  # noqa: E402
-from quantax_lite.symmetry import full_symmetry, translations  # noqa: E402
-from quantax_lite.vmc import VMC  # noqa: E402
+from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 
 def timed(fn, repeats):
@@ -45,24 +44,16 @@ def timed(fn, repeats):
     return statistics.median(times)
 
 
-def measure(group_name, n_samples, n_chains, dtype, complex_output, repeats, chunk_size=None):
-    lattice = Square(4)
-    ham = Heisenberg(lattice, marshall_sign=True)
-    group = translations(lattice) if group_name == "translations" else full_symmetry(lattice)
-    def network(conv):
-        return make_conv_nqs(lattice, group, channels=8, depth=2, kernel_size=3, dtype=dtype, conv=conv,
-                             merge_translations=True, complex_output=complex_output)
-
-    # as `quantax-lite train --conv auto`: lax.conv forward passes; gather form for
-    # float64 per-sample gradients
-    model = network("lax")
-    grad_model = model if dtype == jnp.float32 else network("gather")
-    params = model.init(jax.random.PRNGKey(0), jnp.ones((1, 16), jnp.int8))
-    sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1)), n_chains=n_chains, n_sites=16,
-                                chunk_size=chunk_size)
-    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.01), n_samples=n_samples, chunk_size=chunk_size,
-              diag_shift=1e-4, jacobian_log_psi=grad_model.apply)
-    state = vmc.init(jax.random.PRNGKey(1), params)
+def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
+    """One W1 row, built exactly as ``quantax-lite train`` builds its run (defaults of
+    the command: conv form, chains, sweep, local-energy chunks), with ``extra`` options."""
+    argv = ["train", "--lattice", "4x4", "--symmetry", group_name, "--samples", str(n_samples),
+            "--precision", precision, "--amplitude", amplitude, "--channels", "8", "--depth", "2",
+            "--kernel-size", "3", *extra]
+    args = build_parser().parse_args(argv)
+    args.chains = args.chains or default_chains(args.samples, jax.device_count())
+    lattice, ham, group = build_system(args)
+    vmc, state, n_params = build_vmc(args, lattice, ham, group)
     state, _ = vmc.step(state)  # compile, thermalize
     holder = {"state": state}
 
@@ -75,21 +66,27 @@ def measure(group_name, n_samples, n_chains, dtype, complex_output, repeats, chu
     p = state.params
     sample = jax.jit(lambda st, p: vmc.sampler.sample(st, p, n_samples))
     samples, lp, _ = sample(state.sampler, p)
-    eloc = make_local_energy(ham, model.apply, chunk_size=chunk_size)
-    jac = make_jacobian(grad_model.apply, chunk_size=chunk_size)
+    eloc = jax.jit(vmc._local_energy)
+    jac = make_jacobian(vmc.jacobian_log_psi or vmc.log_psi, chunk_size=vmc.chunk_size)
     e = eloc(p, samples, lp)
     O = jac(p, samples)
-    solve = jax.jit(lambda O, e: sr_direction(O, e, diag_shift=1e-4))
+    solve = jax.jit(lambda O, e: sr_direction(O, e, diag_shift=vmc.diag_shift))
     parts = {
         "sampling": timed(lambda: sample(state.sampler, p)[0], repeats),
         "local_energy": timed(lambda: eloc(p, samples, lp), repeats),
         "jacobian": timed(lambda: jac(p, samples), repeats),
         "solve": timed(lambda: solve(O, e), repeats),
     }
+    model = vmc.log_psi.__self__
     return {
-        "group": group_name, "n_elements": group.n_elements, "n_params": count_params(params),
-        "dtype": jnp.dtype(dtype).name, "output": "complex" if complex_output else "positive (real)",
-        "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": n_chains,
+        "group": group_name, "n_elements": group.n_elements, "n_images": model.n_elements,
+        "n_params": n_params, "precision": precision, "output": amplitude,
+        "conv_forward": model.base.conv,
+        "conv_jacobian": (vmc.jacobian_log_psi or vmc.log_psi).__self__.base.conv,
+        "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": vmc.sampler.n_chains,
+        "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
+        + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),
+        "local_energy_chunk": vmc.local_energy_chunk_size,
         "step_s": t_step, **{f"{k}_s": v for k, v in parts.items()},
     }
 
@@ -98,18 +95,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="256 samples, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rows", type=int, nargs="*", default=None,
+                        help="which rows (0: W1 translations positive, 1: complex, 2: full group, 3: float64)")
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "vmc_step.json"))
     args = parser.parse_args(argv)
     n_samples, repeats = (256, 2) if args.quick else (1024, args.repeats)
     rows = []
-    for group, dtype, cplx in [
-        ("translations", jnp.float32, False),
-        ("translations", jnp.float32, True),
-        ("full", jnp.float32, False),
-    ]:
-        rows.append(measure(group, n_samples, n_samples // 4, dtype, cplx, repeats))
+    configs = [("translations", "f32", "positive"), ("translations", "f32", "complex"),
+               ("full", "f32", "positive"), ("translations", "f64", "positive")]
+    if args.rows:
+        configs = [configs[i] for i in args.rows]
+    blas = limit_blas_threads()  # as `quantax-lite train` runs
+    for group, precision, amplitude in configs:
+        rows.append(measure(group, n_samples, precision, amplitude, repeats))
         r = rows[-1]
-        print(f"{r['group']:>12} {r['output']:>16} P={r['n_params']:5d}  step {r['step_s'] * 1e3:7.1f} ms | "
+        print(f"{r['group']:>12} {r['precision']} {r['output']:>8} P={r['n_params']:5d}  "
+              f"step {r['step_s'] * 1e3:7.1f} ms | "
               f"sample {r['sampling_s'] * 1e3:6.1f}  E_loc {r['local_energy_s'] * 1e3:6.1f}  "
               f"jac {r['jacobian_s'] * 1e3:6.1f}  solve {r['solve_s'] * 1e3:6.1f} ms", flush=True)
     meta = {"devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "cpu_count": os.cpu_count(),
@@ -117,6 +118,7 @@ def main(argv=None):
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=2)
+    blas.restore_original_limits()
     print(f"wrote {args.json}")
 
 

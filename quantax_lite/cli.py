@@ -63,10 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--depth", type=int, default=None, help="residual blocks (default by lattice size)")
     g.add_argument("--channels", type=int, default=None, help="conv channels (default by lattice size)")
     g.add_argument("--kernel-size", type=int, default=None, help="conv kernel size (default 3 in 2D, 5 in 1D)")
-    g.add_argument("--conv", default="auto", choices=["auto", "gather", "lax"],
-                   help="convolution implementation; auto: lax.conv for forward passes (sampling, local "
-                        "energies) and, in float64, the gather form for the Jacobian (its per-sample "
-                        "gradients are matrix products; lax.conv's are very slow in float64 on CPUs)")
+    g.add_argument("--conv", default="auto", choices=["auto", "dense", "gather", "lax"],
+                   help="convolution implementation (same parameters, same values); auto: the fastest on "
+                        "CPUs for the size (quantax_lite.models.choose_conv): dense (one block-circulant "
+                        "matrix product) for small lattices, else lax.conv for forward passes and, in "
+                        "float64, the gather form for the Jacobian")
     g.add_argument("--amplitude", default="auto", choices=["auto", "positive", "complex"],
                    help="network output: positive (real log psi) for sign-free ground states, complex "
                         "for a sign structure; auto: positive for heisenberg with the Marshall sign and "
@@ -77,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--iters", type=int, default=DEFAULTS["iters"], help="VMC steps")
     g.add_argument("--samples", type=int, default=DEFAULTS["samples"], help="samples per step")
     g.add_argument("--chains", type=int, default=None,
-                   help="Markov chains (default samples/4, a multiple of the device count)")
+                   help="Markov chains (default: one per sample, rounded to a multiple of the device count)")
+    g.add_argument("--sweep-size", type=int, default=None,
+                   help="Metropolis proposals per chain between recorded samples (default: n_sites/2 "
+                        "exchanges of anti-aligned pairs for Sz-conserving models, n_sites flips otherwise)")
     g.add_argument("--chunk-size", type=int, default=None,
                    help="samples per device per chunk for local energies and Jacobians (default: no chunking)")
     g.add_argument("--lr", type=float, default=DEFAULTS["lr"], help="initial learning rate")
@@ -87,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--diag-shift", type=float, default=1e-4, help="absolute SR diagonal shift")
     g.add_argument("--diag-scale", type=float, default=0.0, help="relative SR diagonal shift (x mean diag of S)")
     g.add_argument("--eval-samples", type=int, default=None,
-                   help="fresh samples for the final energy (default 8 x samples)")
+                   help="fresh samples for the final energy (default 32 x samples, drawn in blocks of --samples)")
     g.add_argument("--seed", type=int, default=0, help="PRNG seed")
     g = t.add_argument_group("output")
     g.add_argument("--out", default=None, help="output directory (default runs/<hamiltonian>_<lattice>)")
@@ -130,7 +134,7 @@ def check_options(args, n_devices: int) -> None:
     for name in ("iters", "samples", "checkpoint_every"):
         if getattr(args, name) < 0 or (name != "checkpoint_every" and getattr(args, name) == 0):
             raise UsageError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(args, name)}.")
-    for name in ("chains", "chunk_size", "eval_samples", "depth", "channels", "kernel_size"):
+    for name in ("chains", "sweep_size", "chunk_size", "eval_samples", "depth", "channels", "kernel_size"):
         v = getattr(args, name)
         if v is not None and v <= 0:
             raise UsageError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}.")
@@ -161,8 +165,10 @@ def check_options(args, n_devices: int) -> None:
 
 
 def default_chains(samples: int, n_devices: int) -> int:
-    """samples / 4 rounded down to a multiple of the device count (at least one per device)."""
-    return max(n_devices, (samples // 4) // n_devices * n_devices)
+    """One chain per sample (each records one sample per step), rounded down to a multiple
+    of the device count (at least one per device). Independent chains make every sample
+    of a step independent of the others."""
+    return max(n_devices, samples // n_devices * n_devices)
 
 
 def prepare_out_dir(out: str, resume: bool) -> None:
@@ -232,13 +238,17 @@ def build_vmc(args, lattice, ham, group):
     import jax.numpy as jnp
     import optax
 
-    from .models import count_params, make_conv_nqs
+    from .models import choose_conv, count_params, default_conv_architecture, make_conv_nqs
     from .sampler import Exchange, LocalFlip, MetropolisSampler
     from .vmc import VMC
 
     dtype = jnp.float32 if args.precision == "f32" else jnp.float64
-    forward_conv = "lax" if args.conv == "auto" else args.conv
-    gradient_conv = ("lax" if args.precision == "f32" else "gather") if args.conv == "auto" else args.conv
+    channels = args.channels or default_conv_architecture(lattice)["channels"]
+    if args.conv == "auto":
+        forward_conv = choose_conv(lattice.n_sites, channels, dtype)
+        gradient_conv = choose_conv(lattice.n_sites, channels, dtype, gradient=True)
+    else:
+        forward_conv = gradient_conv = args.conv
 
     def network(conv):
         return make_conv_nqs(
@@ -253,11 +263,13 @@ def build_vmc(args, lattice, ham, group):
     k_params, k_chains = jax.random.split(key)
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:
-        rule, total_sz = Exchange(lattice.bonds(1)), 0
+        rule, total_sz = Exchange(lattice.bonds(1), anti_aligned=True), 0
+        sweep = args.sweep_size or max(1, lattice.n_sites // 2)
     else:
         rule, total_sz = LocalFlip(), None
+        sweep = args.sweep_size or lattice.n_sites
     sampler = MetropolisSampler(
-        model.apply, rule, n_chains=args.chains, n_sites=lattice.n_sites,
+        model.apply, rule, n_chains=args.chains, n_sites=lattice.n_sites, sweep_size=sweep,
         chunk_size=args.chunk_size, total_sz=total_sz,
     )
     schedule = optax.exponential_decay(args.lr, transition_steps=args.lr_half_life, decay_rate=0.5,
@@ -357,7 +369,7 @@ def train(args) -> dict:
     if args.chains is None:
         args.chains = default_chains(args.samples, n_devices)
     if args.eval_samples is None:
-        args.eval_samples = 8 * args.samples
+        args.eval_samples = 32 * args.samples
     check_options(args, n_devices)
     lattice, ham, group = build_system(args)
     out = args.out or os.path.join("runs", f"{args.hamiltonian}_{lattice.name.replace(':', '')}")

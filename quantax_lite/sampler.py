@@ -8,9 +8,12 @@ and ``sample(state, params, n_samples) -> (samples, log_psi_samples, new_state)`
 - :class:`ExactSampler`: independent draws from |psi|^2 by enumerating every
   configuration (optionally of one Sz sector); for small systems and tests.
 
-Transition rules (:class:`LocalFlip`, :class:`Exchange`, :class:`Mixture`) propose
-symmetric moves, so a proposal s -> s' is accepted with probability
-min(1, |psi(s') / psi(s)|^2), i.e. when ``log(u) < 2 Re[log_psi(s') - log_psi(s)]``.
+Transition rules (:class:`LocalFlip`, :class:`Exchange`, :class:`Mixture`) propose a
+move s -> s' for every chain; it is accepted with probability
+min(1, |psi(s') / psi(s)|^2 q(s' -> s) / q(s -> s')), i.e. when
+``log(u) < 2 Re[log_psi(s') - log_psi(s)] + log_proposal_ratio``. Symmetric rules
+(``rule.symmetric`` True or absent) have ratio 1; ``Exchange(bonds, anti_aligned=True)``
+is the one asymmetric rule here and provides ``log_proposal_ratio(states, proposed)``.
 
 Sample layout: ``samples`` has shape (n_samples, n_sites), **chain-major**: rows
 ``c * n_sweeps : (c + 1) * n_sweeps`` are the successive recorded states of chain c.
@@ -75,19 +78,27 @@ class LocalFlip:
 
 @dataclass(frozen=True)
 class Exchange:
-    """Swap the two spins of one uniformly random bond (i, j) of every chain.
+    """Swap the two spins of one random bond (i, j) of every chain. Conserves total Sz.
 
     ``bonds``: (n_bonds, 2) ints, e.g. ``lattice.bonds()`` (concatenate
-    ``lattice.bonds(1)`` and ``lattice.bonds(2)`` for J1-J2). Conserves total Sz.
+    ``lattice.bonds(1)`` and ``lattice.bonds(2)`` for J1-J2).
 
-    A bond whose spins are aligned proposes the unchanged state: a null move that
-    Metropolis accepts (ratio 1). It counts as *proposed* but **not** as accepted:
-    ``n_accepted`` counts only moves that changed the configuration. On a uniform
-    |psi|^2 in the Sz = 0 sector of N sites the expected acceptance rate is
-    therefore the probability that a bond is anti-aligned, N / (2 (N - 1)).
+    ``anti_aligned=False`` (default): the bond is uniform among all bonds. A bond whose
+    spins are aligned proposes the unchanged state: a null move that Metropolis accepts
+    (ratio 1). It counts as *proposed* but **not** as accepted: ``n_accepted`` counts
+    only moves that changed the configuration. On a uniform |psi|^2 in the Sz = 0
+    sector of N sites the expected acceptance rate is therefore the probability that a
+    bond is anti-aligned, N / (2 (N - 1)).
+
+    ``anti_aligned=True``: the bond is uniform among the ``n_a(s)`` bonds whose spins
+    differ, so every proposal moves (no network evaluation is spent on null moves).
+    The proposal is not symmetric; the Metropolis-Hastings ratio ``n_a(s) / n_a(s')``
+    (:meth:`log_proposal_ratio`) enters the acceptance. A configuration without an
+    anti-aligned bond (fully polarized) proposes itself.
     """
 
     bonds: tuple[tuple[int, int], ...]
+    anti_aligned: bool = False
     conserves_sz: ClassVar[bool] = True
 
     def __post_init__(self):
@@ -105,10 +116,18 @@ class Exchange:
             )
         # Stored as a tuple so the rule is hashable (it is a static jit argument).
         object.__setattr__(self, "bonds", tuple((int(i), int(j)) for i, j in arr))
+        if not isinstance(self.anti_aligned, (bool, np.bool_)):
+            raise TypeError(f"Exchange: anti_aligned must be a bool, got {self.anti_aligned!r}")
+        object.__setattr__(self, "anti_aligned", bool(self.anti_aligned))
 
     @property
     def n_bonds(self) -> int:
         return len(self.bonds)
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether q(s -> s') = q(s' -> s) (no Hastings ratio needed)."""
+        return not self.anti_aligned
 
     def check(self, n_sites: int) -> None:
         """Raise ValueError if a bond names a site >= ``n_sites``."""
@@ -118,16 +137,38 @@ class Exchange:
                 f"Exchange: bond site index {top} out of range for n_sites={n_sites}"
             )
 
+    def _differs(self, states: jax.Array) -> jax.Array:
+        """(n_chains, n_bonds) bool: the bond's two spins differ."""
+        bonds = np.asarray(self.bonds, np.int32)
+        return states[:, bonds[:, 0]] != states[:, bonds[:, 1]]
+
     def propose(self, key: jax.Array, states: jax.Array) -> jax.Array:
         """states int8 (n_chains, n_sites) -> proposed states, same shape and dtype."""
         n_chains, n_sites = states.shape
         bonds = jnp.asarray(self.bonds, dtype=jnp.int32)
-        pick = jax.random.randint(key, (n_chains,), 0, len(self.bonds))
+        if self.anti_aligned:
+            differs = self._differs(states)
+            n_a = jnp.sum(differs, axis=1, dtype=jnp.int32)
+            rank = jnp.floor(jax.random.uniform(key, (n_chains,)) * n_a).astype(jnp.int32)
+            rank = jnp.minimum(rank, jnp.maximum(n_a - 1, 0))
+            # the (rank + 1)-th anti-aligned bond; bond 0 (aligned: a null move) if none
+            pick = jnp.argmax(jnp.cumsum(differs, axis=1, dtype=jnp.int32) > rank[:, None], axis=1)
+        else:
+            pick = jax.random.randint(key, (n_chains,), 0, len(self.bonds))
         i, j = bonds[pick, 0][:, None], bonds[pick, 1][:, None]
         s_i = jnp.take_along_axis(states, i, axis=1)
         s_j = jnp.take_along_axis(states, j, axis=1)
         sites = jnp.arange(n_sites)[None, :]
         return jnp.where(sites == i, s_j, jnp.where(sites == j, s_i, states))
+
+    def log_proposal_ratio(self, states: jax.Array, proposed: jax.Array) -> jax.Array:
+        """``log q(s' -> s) - log q(s -> s')`` per chain, (n_chains,) float32."""
+        if not self.anti_aligned:
+            return jnp.zeros(states.shape[:1], jnp.float32)
+        n_a = jnp.sum(self._differs(states), axis=1).astype(jnp.float32)
+        n_a_new = jnp.sum(self._differs(proposed), axis=1).astype(jnp.float32)
+        # a swap of an anti-aligned bond keeps that bond anti-aligned: n_a_new >= 1
+        return jnp.log(jnp.maximum(n_a, 1.0)) - jnp.log(jnp.maximum(n_a_new, 1.0))
 
 
 @dataclass(frozen=True)
@@ -149,6 +190,11 @@ class Mixture:
         for r in rules:
             if not (hasattr(r, "propose") and hasattr(r, "conserves_sz")):
                 raise TypeError(f"Mixture: {r!r} is not a transition rule")
+            if not getattr(r, "symmetric", True):
+                raise ValueError(
+                    f"Mixture: {r!r} is not a symmetric proposal; a mixture needs symmetric "
+                    "rules (e.g. Exchange(bonds) without anti_aligned=True)"
+                )
         probs = np.asarray(self.probs, dtype=np.float64)
         if probs.shape != (len(rules),):
             raise ValueError(
@@ -427,7 +473,10 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
         proposed = constrain(sampler.rule.propose(k_move, states))
         log_psi_new = evaluate(params, proposed).astype(log_psi.dtype)
         log_u = jnp.log(constrain(jax.random.uniform(k_accept, (n_chains,))))
-        accept = log_u < 2.0 * jnp.real(log_psi_new - log_psi)
+        log_ratio = 2.0 * jnp.real(log_psi_new - log_psi)
+        if not getattr(sampler.rule, "symmetric", True):
+            log_ratio = log_ratio + sampler.rule.log_proposal_ratio(states, proposed).astype(log_ratio.dtype)
+        accept = log_u < log_ratio
         moved = accept & jnp.any(proposed != states, axis=1)
         states = jnp.where(accept[:, None], proposed, states)
         log_psi = jnp.where(accept, log_psi_new, log_psi)

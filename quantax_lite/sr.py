@@ -198,6 +198,28 @@ def _default_block(other_dim: int, itemsize: int) -> int:
     return int(max(128, _BLOCK_BYTES // max(1, other_dim * itemsize)))
 
 
+def _gram(a: jax.Array) -> jax.Array:
+    """``a @ a^H`` for ``a`` (m, k), computing only the upper block triangle.
+
+    The rows are split into up to 4 panels of at least 256 rows; the products of panel
+    pairs (i <= j) are formed and the lower blocks mirrored: about 5/8 of the
+    multiply-adds of the plain product for 4 panels.
+    """
+    m = a.shape[0]
+    n_panels = int(min(4, m // 256))
+    if n_panels < 2:
+        return a @ a.conj().T
+    edges = [m * i // n_panels for i in range(n_panels + 1)]
+    panels = [a[edges[i] : edges[i + 1]] for i in range(n_panels)]
+    blocks = [[None] * n_panels for _ in range(n_panels)]
+    for i in range(n_panels):
+        for j in range(i, n_panels):
+            blocks[i][j] = panels[i] @ panels[j].conj().T
+            if j != i:
+                blocks[j][i] = blocks[i][j].conj().T
+    return jnp.block(blocks)
+
+
 def _stack_real(x: jax.Array, axis: int = 0) -> jax.Array:
     """[Re x; Im x] along ``axis`` (x itself if x is real)."""
     if not jnp.iscomplexobj(x):
@@ -280,8 +302,7 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
         return ob
 
     def gram_block(start, size):
-        ob = centered_block(start, size)
-        return ob @ ob.conj().T
+        return _gram(centered_block(start, size))
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
     diag_shift, diag_scale = eps_args

@@ -27,9 +27,12 @@ from .jacobian import jacobian
 from .sampler import MetropolisSampler, SamplerState, per_chain
 from .sr import sr_direction, unravel_like
 from .stats import Stats, statistics
-from .utils import replicate
+from .utils import limit_blas_threads, replicate
 
 __all__ = ["VMC", "VMCState", "energy_estimate", "run", "save_checkpoint", "load_checkpoint"]
+
+# Connected configurations per local-energy chunk on CPUs when chunk_size is None.
+_CPU_LOCAL_ENERGY_ROWS = 8192
 
 
 class VMCState(NamedTuple):
@@ -57,6 +60,9 @@ class VMC:
       direction, used like a gradient: ``optax.sgd(lr)`` gives params - lr * dtheta).
     n_samples: samples per step (a multiple of ``sampler.n_chains``).
     chunk_size: samples per device per chunk for local energies and the Jacobian.
+      None: the Jacobian in one piece; local energies, on CPUs, in chunks of about
+      8192 connected configurations (cache-sized batches run faster there), elsewhere
+      in one piece.
     diag_shift, diag_scale: SR regularization, eps = diag_shift + diag_scale * tr(S)/P.
     sr_method: "auto" (MinSR when samples < parameters), "sr" or "minsr".
     jacobian_log_psi: the same wavefunction (same parameters) in the form whose
@@ -106,9 +112,18 @@ class VMC:
 
     # -- one step ----------------------------------------------------------------
 
+    @property
+    def local_energy_chunk_size(self) -> int | None:
+        """Samples per device per local-energy chunk (see ``chunk_size``)."""
+        if self.chunk_size is not None or jax.default_backend() != "cpu":
+            return self.chunk_size
+        return max(1, _CPU_LOCAL_ENERGY_ROWS // self.hamiltonian.max_conn)
+
     @functools.cached_property
     def _local_energy(self):
-        return make_local_energy(self.hamiltonian, self.log_psi, chunk_size=self.chunk_size, jit=False)
+        return make_local_energy(
+            self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False
+        )
 
     @functools.cached_property
     def step(self) -> Callable[[VMCState], tuple[VMCState, dict]]:
@@ -292,6 +307,9 @@ def run(
     callbacks: ``callback(record, state)`` after every step; returning True stops
       the run (after a checkpoint).
 
+    On CPUs the BLAS/LAPACK thread pools are limited to one thread while the loop runs
+    (see :func:`quantax_lite.utils.limit_blas_threads`).
+
     Returns the final state and this call's log records.
     """
     from tqdm.auto import tqdm
@@ -310,6 +328,7 @@ def run(
     bar = tqdm(total=n_iter, initial=start, disable=not progress or jax.process_index() != 0,
                desc="VMC", dynamic_ncols=True)
     t0 = time.perf_counter()
+    blas = limit_blas_threads()
     try:
         while int(state.iteration) < n_iter:
             state, metrics = vmc.step(state)
@@ -332,6 +351,7 @@ def run(
             if stop:
                 break
     finally:
+        blas.restore_original_limits()
         bar.close()
     return state, records
 

@@ -17,6 +17,7 @@ from quantax_lite.lattice import Chain, Square
 from quantax_lite.models import (
     RBM,
     ConvResNet,
+    choose_conv,
     PeriodicConv,
     Symmetrized,
     count_params,
@@ -135,7 +136,7 @@ def conv_reference(x, kernel, bias, shape):
 
 
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4), ((3,), 7), ((2, 3), 2)])
-@pytest.mark.parametrize("conv", ["gather", "lax"])
+@pytest.mark.parametrize("conv", ["gather", "lax", "dense"])
 def test_periodic_conv_matches_loop(rng, shape, k, conv):
     layer = PeriodicConv(3, k, shape, conv=conv, dtype=jnp.float64)
     x = rng.normal(size=(2, *shape, 2))
@@ -162,12 +163,13 @@ def jitted(model, method=None):
     return jax.jit(functools.partial(model.apply, method=method) if method else model.apply)
 
 
+@pytest.mark.parametrize("other", ["lax", "dense"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
-def test_gather_and_lax_agree(rng, shape, k):
+def test_conv_forms_agree(rng, shape, k, other):
     n = int(np.prod(shape))
     s = random_spins(rng, n, 5)
     g = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="gather")
-    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="lax")
+    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv=other)
     params = random_params(g, s, rng)
     assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(jax.eval_shape(l.init, KEY, s))
 
@@ -188,6 +190,50 @@ def test_gather_and_lax_agree(rng, shape, k):
     np.testing.assert_allclose(out_g, out_l, atol=1e-12)
     for a, b in zip(grads_g, grads_l):
         np.testing.assert_allclose(a, b, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4)])
+def test_dense_conv_derivatives(rng, shape, k):
+    """The dense form's custom JVP: per-sample gradients (reverse mode) and forward-mode
+    derivatives equal those of the gather form, in both arguments of the convolution."""
+    n = int(np.prod(shape))
+    s = random_spins(rng, n, 4)
+    dense = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="dense")
+    gather = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="gather")
+    params = random_params(dense, s, rng)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def derivatives(model):
+        def real_log_psi(p, x):
+            out = model.apply(p, x[None])[0]
+            return out.real + 0.7 * out.imag
+        per_sample = jax.vmap(jax.grad(real_log_psi), in_axes=(None, 0))(params, s)
+        tangent = jax.tree_util.tree_map(lambda x: jnp.ones_like(x) * 0.3, params)
+        forward = jax.jvp(lambda p: model.apply(p, s), (params,), (tangent,))[1]
+        return jax.tree_util.tree_leaves(per_sample), forward
+
+    (ps_d, fw_d), (ps_g, fw_g) = derivatives(dense), derivatives(gather)
+    for a, b in zip(ps_d, ps_g):
+        np.testing.assert_allclose(a, b, atol=1e-11)
+    np.testing.assert_allclose(fw_d, fw_g, atol=1e-11)
+    # and the input derivative of one dense layer against finite differences of the loop
+    layer = PeriodicConv(2, k, shape, conv="dense", dtype=jnp.float64)
+    x = rng.normal(size=(1, *shape, 2))
+    lp = layer.init(KEY, x)
+    dx = rng.normal(size=x.shape)
+    _, jvp_x = jax.jvp(lambda x: layer.apply(lp, x), (x,), (dx,))
+    kernel, bias = np.asarray(lp["params"]["kernel"]), np.asarray(lp["params"]["bias"])
+    np.testing.assert_allclose(jvp_x, conv_reference(dx, kernel, 0 * bias, shape), atol=1e-12)
+
+
+def test_choose_conv():
+    assert choose_conv(16, 8, jnp.float32) == "dense"
+    assert choose_conv(64, 16, jnp.float32) == "lax"
+    assert choose_conv(64, 16, jnp.float64) == "dense"
+    assert choose_conv(100, 16, jnp.float64, gradient=True) == "gather"
+    assert choose_conv(100, 16, jnp.float64) == "lax"
+    with pytest.raises(ValueError, match="dtype"):
+        choose_conv(16, 8, jnp.int32)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (6,)])

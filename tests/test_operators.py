@@ -242,6 +242,47 @@ def test_local_energy_in_a_sector_with_known_log_psi_and_jit():
     np.testing.assert_allclose(np.asarray(got2), expected, rtol=1e-10, atol=1e-10)
 
 
+def test_packed_local_energy_evaluates_only_nonzero_connections():
+    """pack=True: log_psi runs on the smallest packed size that holds a chunk's nonzero
+    off-diagonal connections (fewer for polarized states, all slots for Neel states),
+    with the energies of pack=False; the evaluated sizes are recorded by a callback
+    that runs only in the branch taken."""
+    from quantax_lite.operators import PACKED_FRACTIONS
+    from quantax_lite.utils import make_mesh
+
+    ham = Heisenberg(Chain(8), J2=0.0)
+    log_psi0, params = make_log_psi(8, seed=5)
+    seen = []
+
+    def log_psi(p, s):
+        jax.debug.callback(lambda n: seen.append(int(n)), s.shape[0])
+        return log_psi0(p, s)
+
+    up = np.ones((8, 8), np.int8)
+    neel = np.tile(np.array([1, -1] * 4, np.int8), (8, 1))
+    mixed = all_states(8, 0)[::7][:64]
+    mesh = make_mesh(jax.devices()[:1])
+    slots = ham.max_conn - 1
+    for states, expected_size in ((up, int(np.ceil(PACKED_FRACTIONS[0] * 8 * slots))), (neel, 8 * slots)):
+        seen.clear()
+        got = make_local_energy(ham, log_psi, mesh=mesh)(params, jnp.asarray(states), log_psi0(params, jnp.asarray(states)))
+        jax.effects_barrier()
+        assert seen == [expected_size]
+        ref = make_local_energy(ham, log_psi0, mesh=mesh, pack=False)(params, jnp.asarray(states))
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    # random Sz = 0 states: about half the bonds are anti-aligned; chunked on 8 devices
+    seen.clear()
+    f = make_local_energy(ham, log_psi, chunk_size=4, pack=True)
+    got = f(params, jnp.asarray(mixed))
+    jax.effects_barrier()
+    dense = ham.to_dense(all_states(8, 0))
+    index = {tuple(x): i for i, x in enumerate(all_states(8, 0))}
+    psi = np.exp(np.asarray(log_psi0(params, jnp.asarray(all_states(8, 0))), dtype=complex))
+    rows = [index[tuple(x)] for x in mixed]
+    np.testing.assert_allclose(np.asarray(got), (dense @ psi)[rows] / psi[rows], rtol=1e-10, atol=1e-10)
+    assert max(seen) < 4 * slots  # fewer than every slot of a chunk
+
+
 def test_local_energy_with_vanishing_amplitudes_has_no_nan():
     """psi = 0 on half the space (log psi = -inf): the finite rows stay exact, no NaN."""
     ham = Heisenberg(Chain(6), J2=0.4)

@@ -82,11 +82,13 @@ def make_rule(name, lattice):
         return LocalFlip()
     if name == "exchange":
         return Exchange(lattice.bonds())
+    if name == "anti_aligned":
+        return Exchange(lattice.bonds(), anti_aligned=True)
     return Mixture([LocalFlip(), Exchange(lattice.bonds())], [0.3, 0.7])
 
 
 @pytest.mark.parametrize("system", list(SYSTEMS))
-@pytest.mark.parametrize("rule_name", ["flip", "exchange", "mixture"])
+@pytest.mark.parametrize("rule_name", ["flip", "exchange", "anti_aligned", "mixture"])
 def test_metropolis_matches_psi_squared(system, rule_name):
     lattice = SYSTEMS[system]
     n = lattice.n_sites
@@ -115,6 +117,47 @@ def test_chi_square_detects_wrong_distribution():
     sampler = MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
     samples, _, _ = sampler.sample(sampler.init(jax.random.key(11), half), half, N_CHAINS * 120)
     assert chi2_pvalue(samples, params, n, None) < 1e-6
+
+
+class _NoHastings(Exchange):
+    """The anti-aligned exchange without its Metropolis-Hastings ratio (biased)."""
+
+    def log_proposal_ratio(self, states, proposed):
+        return jnp.zeros(states.shape[:1], jnp.float32)
+
+
+@pytest.mark.parametrize("rule_cls, should_pass", [(Exchange, True), (_NoHastings, False)])
+def test_anti_aligned_exchange_needs_its_hastings_ratio(rule_cls, should_pass):
+    """On a uniform |psi|^2 over the Sz = 0 chain of 6 sites the anti-aligned proposal
+    visits s in proportion to its number of anti-aligned bonds (2, 4 or 6) unless the
+    ratio n_a(s) / n_a(s') corrects it: the corrected sampler is uniform, the
+    uncorrected one fails the chi-square test."""
+    n = 6
+    rule = rule_cls(Chain(n).bonds(), anti_aligned=True)
+    sampler = MetropolisSampler(uniform_log_psi, rule, N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+    samples, _, state = sampler.sample(sampler.init(jax.random.key(3), None), None, N_CHAINS * 60)
+    zero = {"a": jnp.zeros(n, complex), "b": jnp.zeros((n, n), complex)}
+    p_value = chi2_pvalue(samples, zero, n, 0)
+    assert (p_value > P_MIN) if should_pass else (p_value < 1e-6)
+    # every proposal exchanges an anti-aligned pair: it always changes the state
+    if should_pass:
+        proposed = rule.propose(jax.random.key(0), state.states)
+        assert np.all(np.any(np.asarray(proposed) != np.asarray(state.states), axis=1))
+
+
+def test_anti_aligned_exchange_on_polarized_states():
+    """Without an anti-aligned bond the proposal is the state itself (a null move)."""
+    rule = Exchange(Chain(4).bonds(), anti_aligned=True)
+    states = jnp.asarray([[1, 1, 1, 1], [-1, -1, -1, -1], [1, -1, 1, -1]], jnp.int8)
+    proposed = rule.propose(jax.random.key(1), states)
+    np.testing.assert_array_equal(proposed[:2], states[:2])
+    assert np.all(np.asarray(rule.log_proposal_ratio(states, proposed))[:2] == 0)
+    # the Neel state has 4 anti-aligned bonds; after one swap, 2
+    np.testing.assert_allclose(rule.log_proposal_ratio(states, proposed)[2], np.log(4 / 2), rtol=1e-6)
+    with pytest.raises(ValueError, match="symmetric"):
+        Mixture([LocalFlip(), rule], [0.5, 0.5])
+    with pytest.raises(TypeError, match="anti_aligned"):
+        Exchange(Chain(4).bonds(), anti_aligned="yes")
 
 
 def test_exchange_conserves_nonzero_sector_and_state_bookkeeping():

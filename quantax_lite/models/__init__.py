@@ -4,8 +4,15 @@ The rest of quantax_lite sees a model only as ``log_psi = model.apply`` with
 ``params = model.init(key, s)``: ``log_psi(params, s)`` maps ``(batch, n_sites)`` spins
 (+1/-1) to ``(batch,)`` log-amplitudes.
 """
-from .conv import CONV_IMPLEMENTATIONS, ConvResNet, PeriodicConv, ResidualBlock, periodic_neighbour_table
-from .factory import conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs
+from .conv import (
+    CONV_IMPLEMENTATIONS,
+    ConvResNet,
+    PeriodicConv,
+    ResidualBlock,
+    periodic_conv_matrix,
+    periodic_neighbour_table,
+)
+from .factory import choose_conv, conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs
 from .rbm import RBM, log_cosh
 from .symmetrize import (
     Symmetrized,
@@ -22,6 +29,7 @@ __all__ = [
     "RBM",
     "ResidualBlock",
     "Symmetrized",
+    "choose_conv",
     "conv_param_count",
     "count_params",
     "default_conv_architecture",
@@ -30,6 +38,7 @@ __all__ = [
     "make_conv_nqs",
     "make_rbm_nqs",
     "merge_translation_images",
+    "periodic_conv_matrix",
     "periodic_neighbour_table",
     "translation_perms",
     "weighted_logsumexp",

@@ -19,10 +19,20 @@ parameters are interchangeable:
   (``jnp.pad(mode="wrap")``). Under ``jax.vmap(jax.grad(...))`` its weight gradient
   lowers to a grouped convolution, which XLA:CPU runs very slowly in float64 and which
   XLA's SPMD partitioner does not keep batch-sharded.
+* ``conv="dense"``: the convolution as one ``(N * c_in, N * c_out)`` block-circulant
+  matrix built from the kernel (:func:`periodic_conv_matrix`), applied by one matrix
+  product: ``N / K`` times the arithmetic of the other forms, but a single large GEMM,
+  the fastest form on CPUs for small lattices (4x4 with 8 channels: about 2.5x faster
+  forward passes than ``lax``). Kernel derivatives use the patch form (a custom JVP),
+  so per-sample Jacobians stay cheap.
+
+:func:`quantax_lite.models.choose_conv` picks the fastest form for a size and dtype.
 """
 from __future__ import annotations
 
+import functools
 import itertools
+from functools import partial
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -33,9 +43,16 @@ from jax import lax
 
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
 
-__all__ = ["periodic_neighbour_table", "PeriodicConv", "ResidualBlock", "ConvResNet", "CONV_IMPLEMENTATIONS"]
+__all__ = [
+    "periodic_neighbour_table",
+    "periodic_conv_matrix",
+    "PeriodicConv",
+    "ResidualBlock",
+    "ConvResNet",
+    "CONV_IMPLEMENTATIONS",
+]
 
-CONV_IMPLEMENTATIONS = ("gather", "lax")
+CONV_IMPLEMENTATIONS = ("gather", "lax", "dense")
 READOUTS = ("sum", "origin")
 
 
@@ -76,7 +93,8 @@ class PeriodicConv(nn.Module):
       features: output channels.
       kernel_size: kernel extent along every lattice axis.
       lattice_shape: ``(L,)`` or ``(Lx, Ly)``.
-      conv: ``"gather"`` (im2col gather + matmul) or ``"lax"`` (``lax.conv_general_dilated``).
+      conv: ``"gather"`` (im2col gather + matmul), ``"lax"`` (``lax.conv_general_dilated``)
+        or ``"dense"`` (one block-circulant matrix product).
       use_bias: add a per-channel bias.
       dtype: parameter and compute dtype (float32 or float64).
 
@@ -101,8 +119,11 @@ class PeriodicConv(nn.Module):
             raise ValueError(f"x: expected feature maps of shape (batch, *{shape}, channels), got {x.shape}")
         kernel = self.param("kernel", self.kernel_init, (k,) * ndim + (c_in, self.features), dtype)
         x = x.astype(dtype)
-        if _check_conv(self.conv) == "gather":
+        conv = _check_conv(self.conv)
+        if conv == "gather":
             y = _gather_conv(x, kernel, shape, k)
+        elif conv == "dense":
+            y = _dense_conv(x, kernel, shape, k)
         else:
             y = _lax_conv(x, kernel, shape, k)
         if self.use_bias:
@@ -119,6 +140,83 @@ def _gather_conv(x, kernel, shape, k):
     patches = flat[:, table, :].reshape(batch, n_sites, table.shape[1] * c_in)  # (B, N, K*C)
     y = patches @ kernel.reshape(table.shape[1] * c_in, -1)
     return y.reshape(batch, *shape, -1)
+
+
+def periodic_conv_matrix(kernel, shape, kernel_size: int):
+    """The periodic convolution as one ``(N * c_in, N * c_out)`` matrix (block circulant).
+
+    ``kernel``: ``(k,)*d + (c_in, c_out)``. Row ``j * c_in + c``, column ``i * c_out + o``
+    holds the sum of ``kernel[a, c, o]`` over the offsets ``a`` that bring site ``i`` onto
+    site ``j``, so ``flat_in @ matrix`` (site-major, channels last) is the convolution.
+    Linear in ``kernel``; built inside the traced function (differentiable).
+    """
+    hits = jnp.asarray(_neighbour_hits(tuple(shape), kernel_size), kernel.dtype)
+    n_off, n_sites = hits.shape[:2]
+    c_in, c_out = kernel.shape[-2:]
+    matrix = jnp.einsum("aji,aco->jcio", hits, kernel.reshape(n_off, c_in, c_out))
+    return matrix.reshape(n_sites * c_in, n_sites * c_out)
+
+
+@functools.lru_cache(maxsize=None)
+def _neighbour_hits(shape, kernel_size: int) -> np.ndarray:
+    """``(K, N, N)`` 0/1 float64: ``hits[a, j, i] = 1`` where ``table[i, a] == j``."""
+    table = periodic_neighbour_table(shape, kernel_size)
+    n_sites, n_off = table.shape
+    hits = np.zeros((n_off, n_sites, n_sites), np.float64)
+    np.add.at(hits, (np.arange(n_off)[None, :], table, np.arange(n_sites)[:, None]), 1.0)
+    hits.setflags(write=False)
+    return hits
+
+
+def _dense_conv(x, kernel, shape, k):
+    """The convolution as one dense matmul with the block-circulant matrix.
+
+    Derivatives with respect to the kernel are taken in the gather form (the patches of
+    ``x`` contracted with the kernel tangent), ``K*C_in*C_out`` multiply-adds per site
+    instead of the dense matrix's ``N*C_in*C_out`` and without a scatter, so per-sample
+    Jacobians stay cheap (forward and reverse mode).
+    """
+    batch = x.shape[0]
+    n_sites = int(np.prod(shape))
+    y = _dense_conv_flat(x.reshape(batch, n_sites, x.shape[-1]), kernel, tuple(shape), k)
+    return y.reshape(batch, *shape, -1)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _dense_conv_flat(x, kernel, shape, k):
+    """``x`` ``(B, N, C_in)`` -> ``(B, N, C_out)``."""
+    batch, n_sites, c_in = x.shape
+    y = x.reshape(batch, n_sites * c_in) @ periodic_conv_matrix(kernel, shape, k)
+    return y.reshape(batch, n_sites, -1)
+
+
+@_dense_conv_flat.defjvp
+def _dense_conv_jvp(shape, k, primals, tangents):
+    x, kernel = primals
+    dx, dkernel = tangents
+    y = _dense_conv_flat(x, kernel, shape, k)
+    patches = _periodic_patches(x, shape, k)  # primal, so the tangent map is a matmul
+    dy = _dense_conv_flat(dx, kernel, shape, k) + jnp.einsum(
+        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
+    )
+    return y, dy
+
+
+def _periodic_patches(x, shape, k):
+    """``(B, N, C)`` -> ``(B, N, K, C)``: ``patches[:, i, a] = x[:, table[i, a]]``.
+
+    Built from static slices of the circularly padded maps (on CPUs a gather with the
+    neighbour table, or a product with the 0/1 neighbour tensor, is slower).
+    """
+    batch, n_sites, c = x.shape
+    ndim = len(shape)
+    pad = [(0, 0)] + [(k // 2, k - 1 - k // 2)] * ndim + [(0, 0)]
+    maps = jnp.pad(x.reshape(batch, *shape, c), pad, mode="wrap")
+    views = [
+        maps[(slice(None),) + tuple(slice(o, o + length) for o, length in zip(offset, shape))]
+        for offset in itertools.product(range(k), repeat=ndim)
+    ]
+    return jnp.stack(views, axis=-2).reshape(batch, n_sites, k**ndim, c)
 
 
 def _lax_conv(x, kernel, shape, k):
@@ -188,7 +286,7 @@ class ConvResNet(nn.Module):
       channels, depth, kernel_size: architecture (``depth`` may be 0).
       dtype: parameter and compute dtype, ``jnp.float32`` or ``jnp.float64`` (outputs
         complex64 / complex128).
-      conv: ``"gather"`` or ``"lax"`` (same parameters, same outputs).
+      conv: ``"gather"``, ``"lax"`` or ``"dense"`` (same parameters, same outputs).
       readout: ``"sum"`` or ``"origin"``.
       activation: elementwise nonlinearity (default GELU).
       final_scale: scale of the readout initialization.

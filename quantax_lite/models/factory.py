@@ -9,7 +9,18 @@ from .conv import ConvResNet
 from .rbm import RBM
 from .symmetrize import Symmetrized, group_table, merge_translation_images
 
-__all__ = ["count_params", "default_conv_architecture", "make_conv_nqs", "make_rbm_nqs", "conv_param_count"]
+__all__ = [
+    "choose_conv",
+    "count_params",
+    "default_conv_architecture",
+    "make_conv_nqs",
+    "make_rbm_nqs",
+    "conv_param_count",
+]
+
+# Largest n_sites * channels for which the dense (block-circulant) convolution is the
+# fastest form on CPUs (measured in benchmarks/model_forward.py and jacobian.py).
+DENSE_CONV_MAX_WIDTH = {"float32": 576, "float64": 1024}
 
 
 def count_params(params) -> int:
@@ -38,6 +49,24 @@ def default_conv_architecture(lattice) -> dict:
         depth=2 if small else 4,
         kernel_size=3 if len(lattice.shape) > 1 else 5,
     )
+
+
+def choose_conv(n_sites: int, channels: int, dtype, gradient: bool = False) -> str:
+    """The fastest convolution form on CPUs for a network of this size.
+
+    ``"dense"`` while ``n_sites * channels`` is at most 576 (float32) or 1024 (float64):
+    its one matrix product per layer beats the other forms there, for forward passes
+    and for per-sample gradients. Above: ``"lax"`` for forward passes and float32
+    gradients, ``"gather"`` for float64 per-sample gradients (XLA:CPU's lax.conv weight
+    gradient is very slow in float64). Measured on x86-64 CPUs; any form gives the same
+    values, so this is only a speed choice.
+    """
+    name = jnp.dtype(dtype).name
+    if name not in DENSE_CONV_MAX_WIDTH:
+        raise ValueError(f"dtype: expected float32 or float64, got {name}")
+    if n_sites * channels <= DENSE_CONV_MAX_WIDTH[name]:
+        return "dense"
+    return "gather" if (gradient and name == "float64") else "lax"
 
 
 def _lattice_table(lattice, symmetry):
@@ -72,7 +101,7 @@ def make_conv_nqs(
       channels, depth, kernel_size: architecture; None takes
         :func:`default_conv_architecture`.
       dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
-      conv: ``"gather"`` (default) or ``"lax"``.
+      conv: ``"gather"`` (default), ``"lax"`` or ``"dense"`` (see :func:`choose_conv`).
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"origin"``, or None: ``"sum"``
         unless the characters cancel on every class of translated elements (a
         nonzero-momentum sector), then ``"origin"``.

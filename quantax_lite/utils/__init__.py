@@ -1,4 +1,4 @@
-"""Batching engine and device meshes."""
+"""Batching engine, device meshes, CPU thread pools."""
 from .chunk import chunk_map
 from .mesh import (
     batch_sharding,
@@ -9,9 +9,11 @@ from .mesh import (
     replicated_sharding,
     shard_batch_array,
 )
+from .threads import limit_blas_threads
 
 __all__ = [
     "chunk_map",
+    "limit_blas_threads",
     "make_mesh",
     "make_precompile_mesh",
     "mesh_size",
