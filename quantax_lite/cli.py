@@ -362,7 +362,7 @@ def train(args) -> dict:
     """Run the training the options describe; returns the summary dict."""
     import jax
 
-    from .vmc import energy_estimate, load_checkpoint, run
+    from .vmc import _finite_or_none, energy_estimate, load_checkpoint, run
 
     _init_runtime(args)
     n_devices = jax.device_count()
@@ -427,7 +427,7 @@ def train(args) -> dict:
         "seconds_per_iteration": per_iteration,
         "device_count": n_devices,
         "process_count": jax.process_count(),
-        "r_hat": float(stats.r_hat),
+        "r_hat": _finite_or_none(stats.r_hat),
         "precision": args.precision,
         "symmetry": args.symmetry,
     }

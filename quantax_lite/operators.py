@@ -329,7 +329,7 @@ def marshall_sign(lattice: Lattice, states):
 # -------------------------------------------------------------------- local energies
 # Sizes (fractions of a chunk's off-diagonal slots) into which the connections with a
 # nonzero matrix element are packed; the smallest that holds them is evaluated.
-PACKED_FRACTIONS = (0.25, 0.5, 0.625, 0.75, 0.875, 1.0)
+PACKED_FRACTIONS = (0.25, 0.5, 0.625, 0.6875, 0.75, 0.8125, 0.875, 1.0)
 
 
 def _check_log_psi_shape(lp, n):

@@ -266,8 +266,15 @@ def load_checkpoint(path: str | os.PathLike, template: VMCState) -> tuple[VMCSta
 # --------------------------------------------------------------------------- #
 
 
+def _finite_or_none(x) -> float | None:
+    """A float, or None (JSON null) where it is not finite (e.g. R-hat of one sample per chain)."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
 def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: float) -> dict:
-    """One ``log.jsonl`` line: plain Python numbers."""
+    """One ``log.jsonl`` line: plain Python numbers (``r_hat``, ``tau``: null when undefined,
+    e.g. R-hat with fewer than 4 samples per chain)."""
     m = jax.device_get(metrics)
     energy = complex(m["energy"])
     return {
@@ -278,8 +285,8 @@ def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: fl
         "variance": float(m["variance"]),
         "energy_per_site": energy.real / n_sites,
         "acceptance": float(m["acceptance"]),
-        "r_hat": float(m["r_hat"]),
-        "tau": float(m["tau"]),
+        "r_hat": _finite_or_none(m["r_hat"]),
+        "tau": _finite_or_none(m["tau"]),
         "step_norm": float(m["step_norm"]),
         "sr_fallback": bool(m["sr_fallback"]),
         "wall_time_s": wall_time,
@@ -338,9 +345,10 @@ def run(
             if writer:
                 with open(log_path, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
+            r_hat = "" if rec["r_hat"] is None else f" R̂={rec['r_hat']:.3f}"
             bar.set_postfix_str(
                 f"E={rec['energy']:.6f}±{rec['energy_error']:.1e} σ²={rec['variance']:.1e} "
-                f"acc={rec['acceptance']:.2f} R̂={rec['r_hat']:.3f}"
+                f"acc={rec['acceptance']:.2f}{r_hat}"
             )
             bar.update(1)
             stop = any(bool(cb(rec, state)) for cb in callbacks)

@@ -99,6 +99,26 @@ def test_callback_can_stop_the_run():
     assert int(state.iteration) == 3 and len(records) == 3
 
 
+def test_one_sample_per_chain_and_local_energy_chunks():
+    """One chain per sample: every sample of a step comes from its own chain; R-hat is
+    undefined then and logged as null. On CPUs local energies run in cache-sized chunks
+    unless chunk_size is given."""
+    lattice = Chain(6)
+    ham = Heisenberg(lattice, marshall_sign=True)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
+                          merge_translations=True, conv="dense")
+    params = model.init(jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int8))
+    sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1), anti_aligned=True), n_chains=64,
+                                n_sites=6, sweep_size=3, n_thermalize=5)
+    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=64, diag_shift=1e-3)
+    assert vmc.local_energy_chunk_size == 8192 // ham.max_conn
+    assert VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=64, chunk_size=5).local_energy_chunk_size == 5
+    state, records = run(vmc, vmc.init(jax.random.PRNGKey(1), params), 3, progress=False)
+    assert [r["r_hat"] for r in records] == [None] * 3
+    assert all(np.isfinite(r["energy"]) and 0 < r["acceptance"] <= 1 for r in records)
+    json.dumps(records, allow_nan=False)  # valid JSON: no NaN
+
+
 def test_bad_configuration_errors():
     vmc, _, ham = _setup()
     with pytest.raises(ValueError, match="multiple of the number of chains"):

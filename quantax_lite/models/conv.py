@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-from functools import partial
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -182,7 +181,7 @@ def _dense_conv(x, kernel, shape, k):
     return y.reshape(batch, *shape, -1)
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
 def _dense_conv_flat(x, kernel, shape, k):
     """``x`` ``(B, N, C_in)`` -> ``(B, N, C_out)``."""
     batch, n_sites, c_in = x.shape
