@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-DEFAULTS = dict(lattice="4x4", hamiltonian="heisenberg", iters=300, samples=1024, lr=0.02)
+DEFAULTS = dict(lattice="4x4", hamiltonian="heisenberg", iters=600, samples=1024, lr=0.02)
 
 # Literature ground-state energies (spin-1/2 units, periodic) for lattices too large
 # for exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
