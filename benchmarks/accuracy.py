@@ -27,7 +27,8 @@ SYSTEMS = {
     # sign problem beyond Marshall's rule: complex log psi in the Marshall basis
     # sign problem beyond Marshall's rule: complex log psi in the Marshall basis. Falls
     # short of its target (6.6e-3); projecting on the full group with 512 samples and
-    # 380 steps (--symmetry full, 15 minutes) did no better (7.1e-3).
+    # 380 steps (--symmetry full, 15 minutes) did no better (7.1e-3), nor did a wider
+    # network (--channels 16, 512 samples, 1100 steps, see benchmarks.md).
     "j1j2_4x4": dict(
         target=1e-3,
         args=["--lattice", "4x4", "--hamiltonian", "j1j2", "--J2", "0.5", "--iters", "700",
