@@ -209,8 +209,7 @@ def _periodic_patches(x, shape, k):
     """
     batch, n_sites, c = x.shape
     ndim = len(shape)
-    pad = [(0, 0)] + [(k // 2, k - 1 - k // 2)] * ndim + [(0, 0)]
-    maps = jnp.pad(x.reshape(batch, *shape, c), pad, mode="wrap")
+    maps = _wrap_pad(x.reshape(batch, *shape, c), k)
     views = [
         maps[(slice(None),) + tuple(slice(o, o + length) for o, length in zip(offset, shape))]
         for offset in itertools.product(range(k), repeat=ndim)
@@ -218,11 +217,18 @@ def _periodic_patches(x, shape, k):
     return jnp.stack(views, axis=-2).reshape(batch, n_sites, k**ndim, c)
 
 
+def _wrap_pad(maps, k):
+    """Circular padding of ``(batch, *shape, c)`` maps for a kernel of size ``k``:
+    ``k // 2`` sites before and ``k - 1 - k // 2`` after, along every lattice axis."""
+    ndim = maps.ndim - 2
+    pad = [(0, 0)] + [(k // 2, k - 1 - k // 2)] * ndim + [(0, 0)]
+    return jnp.pad(maps, pad, mode="wrap")
+
+
 def _lax_conv(x, kernel, shape, k):
     """Circular padding, then a VALID ``lax.conv_general_dilated``."""
     ndim = len(shape)
-    pad = [(0, 0)] + [(k // 2, k - 1 - k // 2)] * ndim + [(0, 0)]
-    x = jnp.pad(x, pad, mode="wrap")
+    x = _wrap_pad(x, k)
     spatial = "HWD"[:ndim]
     numbers = ("N" + spatial + "C", spatial + "IO", "N" + spatial + "C")
     return lax.conv_general_dilated(x, kernel, (1,) * ndim, "VALID", dimension_numbers=numbers)
