@@ -68,10 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "CPUs for the size (quantax_lite.models.choose_conv): dense (one block-circulant "
                         "matrix product) for small lattices, else lax.conv for forward passes and, in "
                         "float64, the gather form for the Jacobian")
-    g.add_argument("--amplitude", default="auto", choices=["auto", "positive", "complex"],
-                   help="network output: positive (real log psi) for sign-free ground states, complex "
-                        "for a sign structure; auto: positive for heisenberg with the Marshall sign and "
-                        "for tfim, complex otherwise")
+    g.add_argument("--amplitude", default="auto", choices=["auto", "positive", "signed", "complex"],
+                   help="network output: positive (real log psi) for sign-free ground states; signed (a "
+                        "real psi with a learned sign, for real Hamiltonians with a sign structure); "
+                        "complex (a free phase); auto: positive for heisenberg with the Marshall sign and "
+                        "for tfim, signed otherwise")
     g.add_argument("--precision", default="f32", choices=["f32", "f64"],
                    help="network precision (the SR solve is always float64)")
     g = t.add_argument_group("optimization")
@@ -90,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "not depend on --iters, so a resumed, extended run continues it")
     g.add_argument("--diag-shift", type=float, default=1e-4, help="absolute SR diagonal shift")
     g.add_argument("--diag-scale", type=float, default=0.0, help="relative SR diagonal shift (x mean diag of S)")
+    g.add_argument("--sr-momentum", type=float, default=0.0,
+                   help="SPRING memory mu in [0, 1): each SR direction keeps mu times the last one where "
+                        "the step's samples leave it undetermined (averages MinSR's sampling noise); 0: "
+                        "plain MinSR")
     g.add_argument("--eval-samples", type=int, default=None,
                    help="fresh samples for the final energy (default 32 x samples, drawn in blocks of --samples)")
     g.add_argument("--seed", type=int, default=0, help="PRNG seed")
@@ -144,6 +149,8 @@ def check_options(args, n_devices: int) -> None:
         raise UsageError(f"--lr-half-life: expected a positive number, got {args.lr_half_life}.")
     if args.diag_shift < 0 or args.diag_scale < 0:
         raise UsageError("--diag-shift and --diag-scale must be >= 0.")
+    if not 0 <= args.sr_momentum < 1:
+        raise UsageError(f"--sr-momentum: expected a number in [0, 1), got {args.sr_momentum}.")
     chains = args.chains
     if chains % n_devices:
         raise UsageError(
@@ -211,13 +218,17 @@ def build_system(args):
     return lattice, ham, group
 
 
-def positive_amplitude(args, ham) -> bool:
-    """Whether the network outputs a positive wavefunction (real log psi)."""
+def amplitude_kind(args, ham) -> str:
+    """The network output: "positive" (real log psi), "signed" (real psi, learned sign)
+    or "complex" (free phase)."""
     if args.amplitude != "auto":
-        return args.amplitude == "positive"
+        return args.amplitude
     if args.hamiltonian == "tfim":
-        return True  # stoquastic: -h sx has negative off-diagonal elements
-    return args.hamiltonian == "heisenberg" and ham.marshall_sign
+        return "positive"  # stoquastic: -h sx has negative off-diagonal elements
+    if args.hamiltonian == "heisenberg" and ham.marshall_sign:
+        return "positive"
+    # every Hamiltonian here is real and the sector's characters are 1: a real ground state
+    return "signed"
 
 
 def reference_energy(args, lattice, ham) -> float | None:
@@ -238,7 +249,7 @@ def build_vmc(args, lattice, ham, group):
     import jax.numpy as jnp
     import optax
 
-    from .models import choose_conv, count_params, default_conv_architecture, make_conv_nqs
+    from .models import choose_conv, count_params, default_conv_architecture, make_conv_nqs, real_part
     from .sampler import Exchange, LocalFlip, MetropolisSampler
     from .vmc import VMC
 
@@ -250,15 +261,19 @@ def build_vmc(args, lattice, ham, group):
     else:
         forward_conv = gradient_conv = args.conv
 
+    kind = amplitude_kind(args, ham)
+
     def network(conv):
         return make_conv_nqs(
             lattice, group, channels=args.channels, depth=args.depth, kernel_size=args.kernel_size,
             dtype=dtype, conv=conv, merge_translations=group is not None,
-            complex_output=not positive_amplitude(args, ham),
+            complex_output=kind != "positive", signed=kind == "signed",
         )
 
     model = network(forward_conv)  # both forms share one parameter layout
     grad_model = model if gradient_conv == forward_conv else network(gradient_conv)
+    # a signed network's imaginary part (0 or pi) has no derivatives: a real Jacobian
+    jacobian_log_psi = real_part(grad_model.apply) if kind == "signed" else grad_model.apply
     key = jax.random.PRNGKey(args.seed)
     k_params, k_chains = jax.random.split(key)
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
@@ -277,7 +292,7 @@ def build_vmc(args, lattice, ham, group):
     vmc = VMC(
         ham, model.apply, sampler, optax.sgd(schedule), n_samples=args.samples,
         chunk_size=args.chunk_size, diag_shift=args.diag_shift, diag_scale=args.diag_scale,
-        jacobian_log_psi=grad_model.apply,
+        jacobian_log_psi=jacobian_log_psi, sr_momentum=args.sr_momentum,
     )
     return vmc, vmc.init(k_chains, params), count_params(params)
 

@@ -238,8 +238,10 @@ def _row_weights(n_loc, n, axis):
     return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
 
 
-def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis):
-    """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``."""
+def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
+    """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
+
+    ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`)."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
         out_dt = jnp.float64
@@ -257,6 +259,9 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis):
         wb = lax.dynamic_slice_in_dim(w, start, size, 0)
         ob = (ob - o_mean) * (wb / np.sqrt(n))[:, None]
         eb = lax.dynamic_slice_in_dim(e_c, start, size, 0)
+        if memory is not None:  # e - mu * O phi_prev, row by row
+            mu, prev = memory
+            eb = eb - mu * (ob @ prev.astype(jnp.result_type(ob, prev)))
         if real:
             if jnp.iscomplexobj(ob):
                 eb_i = eb.imag if jnp.iscomplexobj(eb) else jnp.zeros_like(eb)
@@ -276,11 +281,16 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis):
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(s)) / n_par
     x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), f, rcond=rcond)
+    if memory is not None:
+        x = x + memory[0] * memory[1].astype(x.dtype)
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
-    """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D)."""
+def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None):
+    """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
+
+    ``memory = (momentum, previous)``, ``previous`` the replicated ``(P_pad,)`` last
+    direction: the SPRING right-hand side (see :func:`sr_direction`)."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
@@ -305,6 +315,15 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
         return _gram(centered_block(start, size))
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
+    if memory is not None:  # rhs - mu * O phi_prev; this device holds P / D columns of O
+        mu, prev = memory
+        prev_loc = lax.dynamic_slice_in_dim(prev, lax.axis_index(axis) * p_loc, p_loc)
+
+        def apply_block(start, size):
+            ob = centered_block(start, size)
+            return ob @ lax.dynamic_slice_in_dim(prev_loc, start, size).astype(jnp.result_type(ob, prev_loc))
+
+        rhs = rhs - mu * lax.psum(_blocked_sum(apply_block, p_loc, block), axis)
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(t)) / n_par
     dt = jnp.result_type(t, rhs)
@@ -315,7 +334,10 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis):
     )
     # every device holds its P / D entries; gather the P-vector (small) so the update
     # leaves replicated and can be split into the parameter pytree locally
-    return lax.all_gather(x, axis, tiled=True), eps, fallback
+    x = lax.all_gather(x, axis, tiled=True)
+    if memory is not None:
+        x = x + memory[0] * memory[1].astype(x.dtype)
+    return x, eps, fallback
 
 
 def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size):
@@ -364,6 +386,8 @@ def sr_direction(
     block_size: int | None = None,
     mesh: Mesh | None = None,
     return_info: bool = False,
+    momentum: float = 0.0,
+    previous: jax.Array | None = None,
 ):
     """The SR / MinSR update direction dtheta (descent: params - lr * dtheta).
 
@@ -384,6 +408,15 @@ def sr_direction(
         a time; default: about 64 MiB of float64 per block.
       mesh: device mesh; default ``make_mesh()`` over every device.
       return_info: also return an :class:`SRInfo`.
+      momentum, previous: SPRING (Goldshlager, Abrahamsen and Lin, 2024), MinSR with
+        a memory of the last direction ``previous`` (P,): the solution of
+
+            dtheta = mu * previous + argmin_d ||Ō d - (ē - mu Ō previous)||^2 + eps ||d||^2
+
+        i.e. ``(S + eps) (dtheta - mu previous) = F - mu S previous``. The
+        component of ``previous`` that this step's samples do not determine is kept,
+        which averages the sampling noise of MinSR over about ``1 / (1 - mu)`` steps.
+        ``mu = momentum`` in [0, 1); ``previous=None`` with ``mu > 0`` is a zero memory.
 
     Returns:
       dtheta of shape (P,), float64 (complex128 with ``real_params=False`` and a
@@ -408,8 +441,18 @@ def sr_direction(
     if method == "auto":
         method = choose_method(n, n_par, complex_jac=jnp.iscomplexobj(jac), real_params=real)
     eps_args = (jnp.asarray(diag_shift, jnp.float64), jnp.asarray(diag_scale, jnp.float64))
+    if not isinstance(momentum, jax.Array) and not (np.isscalar(momentum) and 0 <= momentum < 1):
+        raise ValueError(f"sr_direction: `momentum` must be a number in [0, 1), got {momentum!r}.")
+    memory = None
+    if previous is not None or (not isinstance(momentum, jax.Array) and momentum != 0):
+        out_dt = jnp.float64 if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e_loc)) else jnp.complex128
+        if previous is None:
+            previous = jnp.zeros(n_par, out_dt)
+        if jnp.shape(previous) != (n_par,):
+            raise ValueError(f"sr_direction: `previous` must have shape ({n_par},), got {jnp.shape(previous)}.")
+        memory = (jnp.asarray(momentum, jnp.float64), jnp.asarray(previous, out_dt))
     x, eps, fallback = _solve(
-        jac, e_loc, eps_args, method=method, real=real, rcond=float(rcond),
+        jac, e_loc, eps_args, memory, method=method, real=real, rcond=float(rcond),
         block_size=block_size, mesh=mesh,
     )
     if return_info:
@@ -418,7 +461,7 @@ def sr_direction(
 
 
 @partial(jax.jit, static_argnames=("method", "real", "rcond", "block_size", "mesh"))
-def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
+def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mesh):
     """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
     from quantax_lite.utils.mesh import mesh_size
 
@@ -443,6 +486,8 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
         p_pad = -(-n_par // n_dev) * n_dev
         if p_pad != n_par:
             jac = jnp.pad(jac, ((0, 0), (0, p_pad - n_par)))
+            if memory is not None:
+                memory = (memory[0], jnp.pad(memory[1], (0, p_pad - n_par)))
         rows = (2 if complex_jac and real else 1) * n_pad
         block = block_size or _default_block(rows, 8)
         kernel = partial(
@@ -451,10 +496,11 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, block_size, mesh):
         out_specs = (rep, rep, rep)
 
     mapped = jax.shard_map(
-        lambda j, e, ea: kernel(j, e, eps_args=ea), mesh=mesh,
-        in_specs=(row, row, (rep, rep)), out_specs=out_specs, check_vma=False,
+        lambda j, e, ea, mem: kernel(j, e, eps_args=ea, memory=mem), mesh=mesh,
+        in_specs=(row, row, (rep, rep), None if memory is None else (rep, rep)),
+        out_specs=out_specs, check_vma=False,
     )
-    x, eps, fallback = mapped(jac, e_loc, eps_args)
+    x, eps, fallback = mapped(jac, e_loc, eps_args, memory)
     if p_pad != n_par:
         x = x[:n_par]
     return x, eps, fallback

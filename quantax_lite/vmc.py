@@ -41,12 +41,15 @@ class VMCState(NamedTuple):
     params: the network parameters. opt_state: the optax state.
     sampler: the Markov chains (configurations, cached log psi, PRNG key).
     iteration: int32 scalar, the number of completed steps.
+    sr_memory: the last SR direction, ``(P,)`` float64, with ``VMC.sr_momentum > 0``
+      (SPRING); None otherwise.
     """
 
     params: Any
     opt_state: Any
     sampler: SamplerState
     iteration: jax.Array
+    sr_memory: Any = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +68,10 @@ class VMC:
       in one piece.
     diag_shift, diag_scale: SR regularization, eps = diag_shift + diag_scale * tr(S)/P.
     sr_method: "auto" (MinSR when samples < parameters), "sr" or "minsr".
+    sr_momentum: SPRING's memory mu in [0, 1) (see :func:`~quantax_lite.sr.sr_direction`):
+      each direction keeps mu times the last one where this step's samples leave it
+      undetermined, averaging MinSR's sampling noise over about 1 / (1 - mu) steps.
+      0 (default): plain SR / MinSR.
     jacobian_log_psi: the same wavefunction (same parameters) in the form whose
       per-sample gradients are fastest, used for the Jacobian only; default ``log_psi``.
       E.g. a conv net evaluated with ``conv="lax"`` (fast forward passes) and
@@ -81,6 +88,7 @@ class VMC:
     diag_scale: float = 0.0
     sr_method: str = "auto"
     jacobian_log_psi: Callable | None = None
+    sr_momentum: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
@@ -97,17 +105,24 @@ class VMC:
                 f"n_samples={self.n_samples} must be a multiple of the number of chains "
                 f"({self.sampler.n_chains})."
             )
+        if not (np.isscalar(self.sr_momentum) and 0 <= self.sr_momentum < 1):
+            raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
 
     # -- state -------------------------------------------------------------------
 
     def init(self, key: jax.Array, params: Any) -> VMCState:
         """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0."""
         params = replicate(params, self.sampler.mesh)
+        memory = None
+        if self.sr_momentum:
+            n_par = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
+            memory = replicate(jnp.zeros(n_par, jnp.float64), self.sampler.mesh)
         return VMCState(
             params=params,
             opt_state=replicate(self.optimizer.init(params), self.sampler.mesh),
             sampler=self.sampler.init(key, params),
             iteration=replicate(jnp.zeros((), jnp.int32), self.sampler.mesh),
+            sr_memory=memory,
         )
 
     # -- one step ----------------------------------------------------------------
@@ -142,6 +157,7 @@ class VMC:
             dtheta, info = sr_direction(
                 jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
                 method=self.sr_method, return_info=True,
+                momentum=self.sr_momentum, previous=state.sr_memory,
             )
             update = unravel_like(dtheta, params)
             updates, opt_state = self.optimizer.update(update, state.opt_state, params)
@@ -153,7 +169,8 @@ class VMC:
                 acceptance=jnp.sum(chains.n_accepted) / jnp.maximum(jnp.sum(chains.n_proposed), 1),
                 step_norm=jnp.linalg.norm(dtheta), sr_fallback=info.used_fallback,
             )
-            new = VMCState(params, opt_state, chains, state.iteration + 1)
+            memory = dtheta if state.sr_memory is not None else None
+            new = VMCState(params, opt_state, chains, state.iteration + 1, memory)
             return new, metrics
 
         return jax.jit(step)

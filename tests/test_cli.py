@@ -54,6 +54,23 @@ def test_short_training_reaches_exact_energy(tmp_path, capsys):
     assert "relative error" in table and "V-score" in table
 
 
+def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
+    """J1-J2 picks the signed network (a real Jacobian) and runs with SPRING; the 8-site
+    chain at J2 = 0.5 (exact -3.0, the Majumdar-Ghosh point) is reached within 1e-2."""
+    from quantax_lite.cli import amplitude_kind, build_parser, build_system
+
+    args = build_parser().parse_args(["train", "--hamiltonian", "j1j2"])
+    assert amplitude_kind(args, build_system(args)[1]) == "signed"
+    out = str(tmp_path / "j1j2")
+    assert main(SMALL + ["--hamiltonian", "j1j2", "--J2", "0.5", "--iters", "40", "--lr", "0.05",
+                         "--sr-momentum", "0.9", "--diag-shift", "1e-3", "--out", out,
+                         "--eval-samples", "2048"]) == 0
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["exact_energy"] == pytest.approx(-3.0, abs=1e-9)
+    assert summary["relative_error"] < 1e-2, summary
+    assert summary["energy"] > -3.0 - 4 * summary["energy_error"]
+
+
 def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
     """SIGKILL a training process right after its first checkpoint, resume it, and compare
     with an uninterrupted run: the same energies, step by step."""
@@ -103,6 +120,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
         (["--samples", "100", "--chains", "16"], "multiple of --chains"),
         (["--iters", "0"], "--iters"),
         (["--lr", "-1"], "--lr"),
+        (["--sr-momentum", "1.0"], "--sr-momentum"),
         (["--resume"], "--resume"),
     ],
 )

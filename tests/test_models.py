@@ -369,6 +369,7 @@ LOOP_CASES = {
     "conv trivial sector": (lambda: chain_group(8, False, 1, 1), lambda: ConvResNet((8,), 3, 1, 3)),
     "conv k=3pi/4 parity-": (lambda: chain_momentum_group(8, 3 * np.pi / 4, -1), lambda: ConvResNet((8,), 3, 1, 3, readout="origin")),
     "real rbm trivial sector": (lambda: chain_group(8, False, 1, 1), lambda: RBM(1, complex_output=False)),
+    "signed conv refl- parity+": (lambda: chain_group(8, False, -1, 1), lambda: ConvResNet((8,), 3, 1, 3, signed=True)),
 }
 
 
@@ -597,3 +598,79 @@ def test_real_output_network_is_positive_symmetric_and_counted():
     with pytest.raises(ValueError, match="complex_output"):
         from quantax_lite.symmetry import translations as tr
         make_conv_nqs(lattice, tr(lattice, momentum=(np.pi, 0.0)), complex_output=False)
+
+
+# --------------------------------------------------------------------------- #
+# signed networks                                                               #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("readout", ["sum", "origin"])
+def test_signed_network_matches_formula(rng, readout):
+    """psi_0 = exp(sum_r a_r) (1 + sum_r g_r) ("sum") or exp(a_0)(1 + g_0) ("origin"),
+    evaluated from the readout outputs; the sign is learned, the phase is 0 or pi."""
+    shape = (3, 4)
+    model = ConvResNet(shape, channels=3, depth=1, signed=True, readout=readout)
+    s = random_spins(rng, 12, 64)
+    params = random_params(model, s, rng, scale=0.6)
+    # rescale the sign readout so that the median of 1 + sum g is 0: both signs occur
+    g = np.asarray(jitted(model, "position_outputs")(params, s))[..., 1]
+    g = g.sum(axis=1) if readout == "sum" else g[:, 0]
+    kernel = np.array(params["params"]["readout_dense"]["kernel"])
+    kernel[:, 1] *= -1 / np.median(g)
+    params["params"]["readout_dense"]["kernel"] = kernel
+    out = np.asarray(jitted(model)(params, s))
+    a, g = np.moveaxis(np.asarray(jitted(model, "position_outputs")(params, s)), -1, 0)
+    if readout == "sum":
+        psi = np.exp(a.sum(axis=1)) * (1 + g.sum(axis=1))
+    else:
+        psi = np.exp(a[:, 0]) * (1 + g[:, 0])
+    assert np.any(psi < 0) and np.any(psi > 0)  # both signs occur: the test can fail
+    ok = np.abs(psi) > 1e-9  # (the median row itself may sit on the node)
+    np.testing.assert_allclose(np.exp(out.real[ok]), np.abs(psi[ok]), rtol=1e-8)
+    np.testing.assert_allclose(np.exp(1j * out.imag[ok]).real, np.sign(psi[ok]), atol=1e-12)
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(np.exp(1j * out.imag).imag, 0, atol=1e-12)
+
+
+def test_signed_network_at_a_node_is_finite():
+    # readout weights zero and g's weights chosen so that 1 + sum_r g_r = 0 exactly
+    model = ConvResNet((4,), channels=2, depth=0, kernel_size=1, signed=True)
+    s = np.array([[1, -1, 1, -1]], np.int8)
+    params = jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(model.init, KEY, s))
+    params = flax.core.unfreeze(params)
+    params["params"]["final_norm"]["scale"] = jnp.zeros(2)
+    params["params"]["final_norm"]["bias"] = jnp.ones(2)  # features = gelu(1) at every site
+    w = -1.0 / (4 * float(flax.linen.gelu(1.0)))
+    params["params"]["readout_dense"]["kernel"] = jnp.array([[0.0, w], [0.0, 0.0]])
+    out = jitted(model)(params, s)
+    assert np.isfinite(out).all() and out.real[0] <= np.log(np.finfo(np.float64).tiny) + 1e-6
+    grad = jax.grad(lambda p: jnp.real(model.apply(p, s)).sum())(params)
+    assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(grad))
+
+
+def test_signed_network_jacobian_is_that_of_its_real_part(rng):
+    from quantax_lite.jacobian import jacobian
+    from quantax_lite.models import real_part
+
+    lattice = Square(4)
+    model = make_conv_nqs(lattice, qsym.translations(lattice), channels=3, depth=1, signed=True,
+                          merge_translations=True)
+    s = random_spins(rng, 16, 16)
+    params = random_params(model, s, rng, scale=0.6)
+    full = np.asarray(jacobian(model.apply, params, jnp.asarray(s)))
+    real = np.asarray(jacobian(real_part(model.apply), params, jnp.asarray(s)))
+    assert np.iscomplexobj(full) and not np.iscomplexobj(real)
+    np.testing.assert_allclose(full.imag, 0, atol=1e-12)
+    np.testing.assert_allclose(full.real, real, rtol=1e-10, atol=1e-12)
+    # against jax.jacrev of log|psi| written out
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    ref = jax.jacrev(lambda q: jnp.real(model.apply(unravel(q), jnp.asarray(s))))(flat)
+    np.testing.assert_allclose(real, np.asarray(ref), rtol=1e-9, atol=1e-11)
+
+
+def test_signed_needs_complex_output():
+    with pytest.raises(ValueError, match="signed"):
+        ConvResNet((4,), signed=True, complex_output=False)
+    with pytest.raises(ValueError, match="signed"):
+        ConvResNet((4,), signed=True).bind({}).position_log_amplitudes(np.ones((1, 4), np.int8))

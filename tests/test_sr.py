@@ -68,6 +68,45 @@ def test_sr_and_minsr_match_dense_reference(rng, kind, n, p):
         np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize(
+    "kind, n, p",
+    [("complex_real_params", 9, 70), ("holomorphic", 9, 70), ("real", 52, 10), ("real", 11, 30)],
+)
+def test_spring_matches_dense_reference(rng, kind, n, p):
+    """SPRING: (S + eps)(x - mu prev) = F - mu S prev, against dense numpy, with SR and
+    MinSR, padding to 8 devices and blocked accumulation; mu = 0 gives plain SR."""
+    real_params = kind != "holomorphic"
+    O, e = random_problem(rng, n, p, kind)
+    prev = rng.normal(size=p) + (1j * rng.normal(size=p) if kind == "holomorphic" else 0)
+    mu, eps = 0.8, 1e-3
+    Oc = (O - O.mean(axis=0)) / np.sqrt(n)
+    if real_params:
+        A = np.concatenate([Oc.real, Oc.imag]) if np.iscomplexobj(Oc) else Oc
+    else:
+        A = Oc
+    ec = (e - e.mean()) / np.sqrt(n)
+    if real_params:
+        b = np.concatenate([ec.real, ec.imag]) if np.iscomplexobj(O) else ec.real
+    else:
+        b = ec
+    S, F = A.conj().T @ A, A.conj().T @ b
+    ref = mu * prev + np.linalg.solve(S + eps * np.eye(p), F - mu * S @ prev)
+    for method in ["sr", "minsr"]:
+        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, method=method, real_params=real_params,
+                         block_size=3, momentum=mu, previous=jnp.asarray(prev))
+        np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
+        plain = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, method=method,
+                             real_params=real_params, momentum=0.0, previous=jnp.asarray(prev))
+        np.testing.assert_allclose(np.asarray(plain), reference_update(O, e, eps, 0.0, real_params),
+                                   rtol=1e-8, atol=1e-10)
+    zero = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, real_params=real_params, momentum=mu)
+    np.testing.assert_allclose(np.asarray(zero), reference_update(O, e, eps, 0.0, real_params), rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="momentum"):
+        sr_direction(jnp.asarray(O), jnp.asarray(e), momentum=1.0)
+    with pytest.raises(ValueError, match="previous"):
+        sr_direction(jnp.asarray(O), jnp.asarray(e), momentum=0.5, previous=jnp.zeros(p + 1))
+
+
 @pytest.mark.parametrize("m, complex_", [(1030, False), (520, True), (200, False)])
 def test_gram_upper_block_triangle(rng, m, complex_):
     """_gram forms a @ a^H from the upper panel pairs only (4 panels of uneven size for

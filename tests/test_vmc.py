@@ -17,7 +17,7 @@ from quantax_lite.symmetry import full_symmetry
 from quantax_lite.vmc import VMC, energy_estimate, load_checkpoint, run, save_checkpoint
 
 
-def _setup(seed=0, n_samples=64):
+def _setup(seed=0, n_samples=64, sr_momentum=0.0):
     lattice = Chain(6)
     ham = Heisenberg(lattice, marshall_sign=True)
     model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
@@ -25,7 +25,8 @@ def _setup(seed=0, n_samples=64):
     params = model.init(jax.random.PRNGKey(seed), jnp.ones((1, 6), jnp.int8))
     sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1)), n_chains=16, n_sites=6,
                                 n_thermalize=5)
-    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=n_samples, diag_shift=1e-3)
+    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=n_samples, diag_shift=1e-3,
+              sr_momentum=sr_momentum)
     return vmc, vmc.init(jax.random.PRNGKey(seed + 1), params), ham
 
 
@@ -68,11 +69,12 @@ class Killed(Exception):
     pass
 
 
-def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
-    vmc, state, _ = _setup()
+@pytest.mark.parametrize("sr_momentum", [0.0, 0.9])
+def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sr_momentum):
+    vmc, state, _ = _setup(sr_momentum=sr_momentum)
     ref_state, ref = run(vmc, state, 7, progress=False)
 
-    vmc, state, _ = _setup()
+    vmc, state, _ = _setup(sr_momentum=sr_momentum)
     out = tmp_path / "run"
 
     def kill_at_5(record, state):
@@ -82,7 +84,7 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
     with pytest.raises(Killed):
         run(vmc, state, 7, out_dir=out, checkpoint_every=2, progress=False, callbacks=[kill_at_5])
     assert len(open(out / "log.jsonl").readlines()) == 5
-    _, template, _ = _setup(seed=9)
+    _, template, _ = _setup(seed=9, sr_momentum=sr_momentum)
     resumed, _ = load_checkpoint(out / "checkpoint.npz", template)
     assert int(resumed.iteration) == 4
     final, _ = run(vmc, resumed, 7, out_dir=out, checkpoint_every=2, progress=False)
@@ -91,6 +93,27 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
     assert [r["energy"] for r in log] == [r["energy"] for r in ref]
     for a, b in zip(jax.tree_util.tree_leaves(final.params), jax.tree_util.tree_leaves(ref_state.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_spring_keeps_the_last_direction():
+    """With sr_momentum the state carries the last SR direction: with optax.sgd(lr) every
+    step moves the parameters by exactly -lr times it; without, there is no memory."""
+    from jax.flatten_util import ravel_pytree
+
+    assert _setup()[1].sr_memory is None
+    vmc, state, _ = _setup(sr_momentum=0.9)
+    assert np.all(np.asarray(state.sr_memory) == 0) and state.sr_memory.dtype == jnp.float64
+    directions = []
+    for _ in range(3):
+        new, _ = vmc.step(state)
+        before, after = ravel_pytree(state.params)[0], ravel_pytree(new.params)[0]
+        np.testing.assert_allclose(np.asarray(after - before), -0.05 * np.asarray(new.sr_memory),
+                                   rtol=1e-5, atol=1e-6)
+        directions.append(np.asarray(new.sr_memory))
+        state = new
+    assert not np.allclose(directions[1], directions[2])
+    with pytest.raises(ValueError, match="sr_momentum"):
+        _setup(sr_momentum=1.0)
 
 
 def test_callback_can_stop_the_run():

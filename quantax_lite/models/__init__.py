@@ -12,7 +12,7 @@ from .conv import (
     periodic_conv_matrix,
     periodic_neighbour_table,
 )
-from .factory import choose_conv, conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs
+from .factory import choose_conv, conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs, real_part
 from .rbm import RBM, log_cosh
 from .symmetrize import (
     Symmetrized,
@@ -40,6 +40,7 @@ __all__ = [
     "merge_translation_images",
     "periodic_conv_matrix",
     "periodic_neighbour_table",
+    "real_part",
     "translation_perms",
     "weighted_logsumexp",
 ]

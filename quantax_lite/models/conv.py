@@ -300,6 +300,15 @@ class ConvResNet(nn.Module):
         positive wavefunction (readout ``C -> 1``, ``C`` fewer parameters), enough for a
         sign-free ground state such as the Heisenberg model in the Marshall basis; its
         Jacobian is real, which halves the SR work.
+      signed: with ``complex_output=True``, a real wavefunction with a learned sign
+        instead of a free phase: the two readout outputs are a log-amplitude ``a_r`` and
+        a sign term ``g_r``, and ``psi_0 = exp(sum_r a_r) * (1 + sum_r g_r)`` (``"sum"``)
+        or ``exp(a_0) * (1 + g_0)`` (``"origin"``). ``log psi_0`` is complex with
+        imaginary part 0 or pi, piecewise constant, so its parameter derivatives are
+        those of its real part (a real Jacobian). Meant for real Hamiltonians whose
+        ground state has signs beyond a known rule (J1-J2): the sign changes where
+        ``1 + sum g`` crosses zero, a path that a phase started at 0 does not take (a
+        real ``psi`` is a stationary point of the energy in the phase directions).
 
     Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype) -> ``(batch,)`` complex
     (real with ``complex_output=False``).
@@ -315,6 +324,7 @@ class ConvResNet(nn.Module):
     activation: Callable = nn.gelu
     final_scale: float = 1e-2
     complex_output: bool = True
+    signed: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
@@ -326,6 +336,8 @@ class ConvResNet(nn.Module):
         if self.readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, got {self.readout!r}")
         real_dtype(self.dtype)
+        if self.signed and not self.complex_output:
+            raise ValueError("signed: needs complex_output=True (log psi of a negative psi is complex)")
         super().__post_init__()
 
     @property
@@ -358,15 +370,38 @@ class ConvResNet(nn.Module):
             x = block(x)
         return x
 
-    def position_log_amplitudes(self, s):
-        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex
-        (real with ``complex_output=False``)."""
+    def position_outputs(self, s):
+        """Readout outputs per position, ``(batch, n_sites, 2)`` real (``(batch, n_sites)``
+        with ``complex_output=False``)."""
         x = self.activation(self.final_norm(self.features(s)))
         if not self.complex_output:
             return self.readout_dense(x).reshape(x.shape[0], self.n_sites)
-        out = self.readout_dense(x).reshape(x.shape[0], self.n_sites, 2)
+        return self.readout_dense(x).reshape(x.shape[0], self.n_sites, 2)
+
+    def position_log_amplitudes(self, s):
+        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex
+        (real with ``complex_output=False``). Not defined for ``signed`` networks."""
+        if self.signed:
+            raise ValueError("position_log_amplitudes: a signed network has no per-position log-amplitudes")
+        out = self.position_outputs(s)
+        if not self.complex_output:
+            return out
         return lax.complex(out[..., 0], out[..., 1]).astype(complex_dtype(self.dtype))
 
     def __call__(self, s):
+        if self.signed:
+            out = self.position_outputs(s)
+            pick = (lambda x: x.sum(axis=-1)) if self.readout == "sum" else (lambda x: x[:, 0])
+            return _signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
         f = self.position_log_amplitudes(s)
         return f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
+
+
+def _signed_log(log_amplitude, factor):
+    """``log(exp(log_amplitude) * factor)`` for a real ``factor`` of either sign: complex,
+    imaginary part 0 or pi. A factor below the smallest normal number in magnitude (a
+    node) is clamped there, so values and derivatives stay finite."""
+    tiny = jnp.finfo(factor.dtype).tiny
+    magnitude = jnp.maximum(jnp.abs(factor), tiny)
+    phase = jnp.where(factor < 0, jnp.pi, 0.0).astype(factor.dtype)
+    return lax.complex(log_amplitude + jnp.log(magnitude), phase)

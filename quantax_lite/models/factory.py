@@ -16,11 +16,27 @@ __all__ = [
     "make_conv_nqs",
     "make_rbm_nqs",
     "conv_param_count",
+    "real_part",
 ]
 
 # Largest n_sites * channels for which the dense (block-circulant) convolution is the
 # fastest form on CPUs (measured in benchmarks/model_forward.py and jacobian.py).
 DENSE_CONV_MAX_WIDTH = {"float32": 576, "float64": 1024}
+
+
+def real_part(log_psi):
+    """``(params, s) -> real(log_psi(params, s))``, ``(batch,)`` real.
+
+    For a network whose imaginary part is piecewise constant (a ``signed`` network:
+    0 or pi), the per-sample Jacobian of the real part is the whole Jacobian, at half
+    the cost of differentiating both parts and with a real (N x N, not 2N x 2N) MinSR
+    system. Pass it as ``VMC(..., jacobian_log_psi=real_part(model.apply))``.
+    """
+
+    def log_abs_psi(params, s):
+        return jnp.real(log_psi(params, s))
+
+    return log_abs_psi
 
 
 def count_params(params) -> int:
@@ -91,6 +107,7 @@ def make_conv_nqs(
     readout: str | None = None,
     merge_translations: bool = False,
     complex_output: bool = True,
+    signed: bool = False,
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -112,6 +129,9 @@ def make_conv_nqs(
       complex_output: complex log-amplitudes (default); False: a positive wavefunction
         (real log psi) for sign-free ground states, only in a sector whose characters
         are all 1.
+      signed: a real wavefunction with a learned sign (see :class:`ConvResNet`); its
+        derivatives are those of ``real(log psi)``, so the Jacobian can be taken of the
+        real part (:func:`real_part`).
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
@@ -139,7 +159,7 @@ def make_conv_nqs(
             "use complex_output=True for this symmetry sector"
         )
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout,
-                      complex_output=complex_output, **arch)
+                      complex_output=complex_output, signed=signed, **arch)
     if table is None:
         return base
     if merge_translations:
