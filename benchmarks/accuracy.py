@@ -24,15 +24,15 @@ SYSTEMS = {
         args=["--lattice", "4x4", "--hamiltonian", "heisenberg", "--iters", "1800", "--lr-half-life", "300",
               "--eval-samples", "524288"],
     ),
-    # sign problem beyond Marshall's rule: complex log psi in the Marshall basis
-    # sign problem beyond Marshall's rule: complex log psi in the Marshall basis. Falls
-    # short of its target (6.6e-3); projecting on the full group with 512 samples and
-    # 380 steps (--symmetry full, 15 minutes) did no better (7.1e-3), nor did a wider
-    # network (--channels 16, 512 samples, 1100 steps, see benchmarks.md).
+    # sign structure beyond Marshall's rule: the signed network (the command's default for
+    # j1j2: a real psi with a learned sign, real Jacobian) with SPRING (MinSR with memory).
+    # The earlier complex-phase network stalled at 6.6e-3 (it keeps the Marshall signs, see
+    # docs/physics.md); 2048 samples per step and 1000 steps gave 1.22e-3 (docs/benchmarks.md).
     "j1j2_4x4": dict(
         target=1e-3,
-        args=["--lattice", "4x4", "--hamiltonian", "j1j2", "--J2", "0.5", "--iters", "700",
-              "--lr-half-life", "200", "--diag-shift", "1e-3", "--eval-samples", "65536"],
+        args=["--lattice", "4x4", "--hamiltonian", "j1j2", "--J2", "0.5",
+              "--iters", "2600", "--lr-half-life", "500", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
+              "--eval-samples", "65536"],
     ),
     "heisenberg_chain20": dict(
         target=1e-5,
