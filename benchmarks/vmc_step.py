@@ -6,7 +6,8 @@ network (float64 SR solve). Every row is built as ``quantax-lite train`` builds 
 run, with the command's defaults (convolution form, one chain per sample, sweeps of
 n_sites/2 anti-aligned exchanges, packed local energies in cache-sized chunks, BLAS
 threads limited to one). Rows: W1 with a positive (real log psi) network, W1 with a
-complex one, the full group (translations x C4v x spin inversion), and W1 in float64.
+complex one, the full group (translations x C4v x spin inversion), W1 in float64, and W1
+with a signed network (real psi with a learned sign, as J1-J2 runs use; real Jacobian).
 Each row reports the fused step (one compiled program: sample -> local energies ->
 Jacobian -> SR -> update; the median of ``--repeats`` steps) and, separately
 compiled, each part.
@@ -78,11 +79,12 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
         "solve": timed(lambda: solve(O, e), repeats),
     }
     model = vmc.log_psi.__self__
+    jac_fn = vmc.jacobian_log_psi or vmc.log_psi
     return {
         "group": group_name, "n_elements": group.n_elements, "n_images": model.n_elements,
         "n_params": n_params, "precision": precision, "output": amplitude,
         "conv_forward": model.base.conv,
-        "conv_jacobian": (vmc.jacobian_log_psi or vmc.log_psi).__self__.base.conv,
+        "conv_jacobian": (jac_fn if hasattr(jac_fn, "__self__") else jac_fn.__wrapped__).__self__.base.conv,
         "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": vmc.sampler.n_chains,
         "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
         + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),
@@ -96,13 +98,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="256 samples, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, nargs="*", default=None,
-                        help="which rows (0: W1 translations positive, 1: complex, 2: full group, 3: float64)")
+                        help="which rows (0: W1 translations positive, 1: complex, 2: full group, 3: float64, "
+                             "4: signed); measured rows replace their own in the JSON, others stay")
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "vmc_step.json"))
     args = parser.parse_args(argv)
     n_samples, repeats = (256, 2) if args.quick else (1024, args.repeats)
     rows = []
     configs = [("translations", "f32", "positive"), ("translations", "f32", "complex"),
-               ("full", "f32", "positive"), ("translations", "f64", "positive")]
+               ("full", "f32", "positive"), ("translations", "f64", "positive"),
+               ("translations", "f32", "signed")]
     if args.rows:
         configs = [configs[i] for i in args.rows]
     blas = limit_blas_threads()  # as `quantax-lite train` runs
@@ -116,6 +120,14 @@ def main(argv=None):
     meta = {"devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "cpu_count": os.cpu_count(),
             "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0]}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    if args.rows and os.path.exists(args.json):  # keep the rows not measured now
+        def key(r):
+            return r["group"], r["precision"], r["output"]
+
+        with open(args.json) as fh:
+            old = json.load(fh)["rows"]
+        new = {key(r): r for r in rows}
+        rows = [new.pop(key(r), r) for r in old] + list(new.values())
     with open(args.json, "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=2)
     blas.restore_original_limits()

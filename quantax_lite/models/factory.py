@@ -36,6 +36,7 @@ def real_part(log_psi):
     def log_abs_psi(params, s):
         return jnp.real(log_psi(params, s))
 
+    log_abs_psi.__wrapped__ = log_psi  # the complex form, for introspection
     return log_abs_psi
 
 
