@@ -241,7 +241,8 @@ def _row_weights(n_loc, n, axis):
 def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
     """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
 
-    ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`)."""
+    ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`);
+    the caller adds ``momentum * previous`` to the solution."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
         out_dt = jnp.float64
@@ -281,8 +282,6 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(s)) / n_par
     x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), f, rcond=rcond)
-    if memory is not None:
-        x = x + memory[0] * memory[1].astype(x.dtype)
     return x, eps, fallback
 
 
@@ -290,7 +289,8 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
 
     ``memory = (momentum, previous)``, ``previous`` the replicated ``(P_pad,)`` last
-    direction: the SPRING right-hand side (see :func:`sr_direction`)."""
+    direction: the SPRING right-hand side (see :func:`sr_direction`); the caller adds
+    ``momentum * previous`` to the solution."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
@@ -334,10 +334,7 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
     )
     # every device holds its P / D entries; gather the P-vector (small) so the update
     # leaves replicated and can be split into the parameter pytree locally
-    x = lax.all_gather(x, axis, tiled=True)
-    if memory is not None:
-        x = x + memory[0] * memory[1].astype(x.dtype)
-    return x, eps, fallback
+    return lax.all_gather(x, axis, tiled=True), eps, fallback
 
 
 def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size):
@@ -503,6 +500,8 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
     x, eps, fallback = mapped(jac, e_loc, eps_args, memory)
     if p_pad != n_par:
         x = x[:n_par]
+    if memory is not None:  # SPRING: the solution is the change relative to mu * previous
+        x = x + memory[0] * memory[1][:n_par].astype(x.dtype)
     return x, eps, fallback
 
 
