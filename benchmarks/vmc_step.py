@@ -36,13 +36,14 @@ from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 
 def timed(fn, repeats):
-    jax.block_until_ready(fn())  # compile + warm up
+    """Median and minimum seconds of ``repeats`` calls (after one to compile and warm up)."""
+    jax.block_until_ready(fn())
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(times), min(times)
 
 
 def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
@@ -62,7 +63,7 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
         holder["state"], m = vmc.step(holder["state"])
         return m["energy"]
 
-    t_step = timed(one_step, repeats)
+    t_step, t_step_min = timed(one_step, repeats)
     state = holder["state"]
     p = state.params
     sample = jax.jit(lambda st, p: vmc.sampler.sample(st, p, n_samples))
@@ -71,12 +72,12 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
     jac = make_jacobian(vmc.jacobian_log_psi or vmc.log_psi, chunk_size=vmc.chunk_size)
     e = eloc(p, samples, lp)
     O = jac(p, samples)
-    solve = jax.jit(lambda O, e: sr_direction(O, e, diag_shift=vmc.diag_shift))
+    solve = jax.jit(lambda O, e: sr_direction(O, e, diag_shift=vmc.diag_shift, gram_precision=vmc.gram_precision))
     parts = {
-        "sampling": timed(lambda: sample(state.sampler, p)[0], repeats),
-        "local_energy": timed(lambda: eloc(p, samples, lp), repeats),
-        "jacobian": timed(lambda: jac(p, samples), repeats),
-        "solve": timed(lambda: solve(O, e), repeats),
+        "sampling": timed(lambda: sample(state.sampler, p)[0], repeats)[0],
+        "local_energy": timed(lambda: eloc(p, samples, lp), repeats)[0],
+        "jacobian": timed(lambda: jac(p, samples), repeats)[0],
+        "solve": timed(lambda: solve(O, e), repeats)[0],
     }
     model = vmc.log_psi.__self__
     jac_fn = vmc.jacobian_log_psi or vmc.log_psi
@@ -89,7 +90,7 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
         "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
         + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),
         "local_energy_chunk": vmc.local_energy_chunk_size,
-        "step_s": t_step, **{f"{k}_s": v for k, v in parts.items()},
+        "step_s": t_step, "step_min_s": t_step_min, **{f"{k}_s": v for k, v in parts.items()},
     }
 
 
@@ -114,7 +115,7 @@ def main(argv=None):
         rows.append(measure(group, n_samples, precision, amplitude, repeats))
         r = rows[-1]
         print(f"{r['group']:>12} {r['precision']} {r['output']:>8} P={r['n_params']:5d}  "
-              f"step {r['step_s'] * 1e3:7.1f} ms | "
+              f"step {r['step_s'] * 1e3:7.1f} ms (min {r['step_min_s'] * 1e3:6.1f}) | "
               f"sample {r['sampling_s'] * 1e3:6.1f}  E_loc {r['local_energy_s'] * 1e3:6.1f}  "
               f"jac {r['jacobian_s'] * 1e3:6.1f}  solve {r['solve_s'] * 1e3:6.1f} ms", flush=True)
     meta = {"devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "cpu_count": os.cpu_count(),

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--depth", type=int, default=None, help="residual blocks (default by lattice size)")
     g.add_argument("--channels", type=int, default=None, help="conv channels (default by lattice size)")
     g.add_argument("--kernel-size", type=int, default=None, help="conv kernel size (default 3 in 2D, 5 in 1D)")
+    g.add_argument("--norm", default="none", choices=["none", "layer"],
+                   help="normalization before each activation: none (default), or a LayerNorm over the channels "
+                        "(about twice the cost of a forward pass on CPUs)")
     g.add_argument("--conv", default="auto", choices=["auto", "dense", "gather", "lax"],
                    help="convolution implementation (same parameters, same values); auto: the fastest on "
                         "CPUs for the size (quantax_lite.models.choose_conv): dense (one block-circulant "
@@ -95,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SPRING memory mu in [0, 1): each SR direction keeps mu times the last one where "
                         "the step's samples leave it undetermined (averages MinSR's sampling noise); 0: "
                         "plain MinSR")
+    g.add_argument("--gram-precision", default="jacobian", choices=["jacobian", "float64"],
+                   help="precision in which the SR matrix (MinSR's T = O O^T) is formed: the Jacobian's own "
+                        "(float32 with --precision f32; twice as fast) or float64; the solve is float64 "
+                        "either way")
     g.add_argument("--eval-samples", type=int, default=None,
                    help="fresh samples for the final energy (default 32 x samples, drawn in blocks of --samples)")
     g.add_argument("--seed", type=int, default=0, help="PRNG seed")
@@ -267,7 +274,7 @@ def build_vmc(args, lattice, ham, group):
         return make_conv_nqs(
             lattice, group, channels=args.channels, depth=args.depth, kernel_size=args.kernel_size,
             dtype=dtype, conv=conv, merge_translations=group is not None,
-            complex_output=kind != "positive", signed=kind == "signed",
+            complex_output=kind != "positive", signed=kind == "signed", norm=args.norm,
         )
 
     model = network(forward_conv)  # both forms share one parameter layout
@@ -293,6 +300,7 @@ def build_vmc(args, lattice, ham, group):
         ham, model.apply, sampler, optax.sgd(schedule), n_samples=args.samples,
         chunk_size=args.chunk_size, diag_shift=args.diag_shift, diag_scale=args.diag_scale,
         jacobian_log_psi=jacobian_log_psi, sr_momentum=args.sr_momentum,
+        gram_precision=args.gram_precision,
     )
     return vmc, vmc.init(k_chains, params), count_params(params)
 

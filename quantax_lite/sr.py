@@ -91,6 +91,7 @@ __all__ = [
 ]
 
 _METHODS = ("auto", "sr", "minsr")
+GRAM_PRECISIONS = ("float64", "jacobian")
 # Default bytes of one float64 block of the Jacobian converted at a time.
 _BLOCK_BYTES = 64 * 2**20
 
@@ -238,7 +239,16 @@ def _row_weights(n_loc, n, axis):
     return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
 
 
-def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
+def _in_precision(dtype, gram_dt):
+    """``dtype`` (real or complex) at the precision of the real ``gram_dt`` (None: unchanged)."""
+    if gram_dt is None:
+        return dtype
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return jnp.complex64 if gram_dt == jnp.float32 else jnp.complex128
+    return gram_dt
+
+
+def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gram_dt=None):
     """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
 
     ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`);
@@ -263,16 +273,17 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
         if memory is not None:  # e - mu * O phi_prev, row by row
             mu, prev = memory
             eb = eb - mu * (ob @ prev.astype(jnp.result_type(ob, prev)))
+        og = ob.astype(_in_precision(ob.dtype, gram_dt))  # S in the Gram precision, F in float64
         if real:
             if jnp.iscomplexobj(ob):
                 eb_i = eb.imag if jnp.iscomplexobj(eb) else jnp.zeros_like(eb)
-                s = ob.real.T @ ob.real + ob.imag.T @ ob.imag
+                s = og.real.T @ og.real + og.imag.T @ og.imag
                 f = ob.real.T @ eb.real + ob.imag.T @ eb_i
             else:
-                s = ob.T @ ob
+                s = og.T @ og
                 f = ob.T @ (eb.real if jnp.iscomplexobj(eb) else eb)
         else:
-            s = ob.conj().T @ ob
+            s = og.conj().T @ og
             f = ob.conj().T @ eb
         return s.astype(out_dt), f.astype(out_dt)
 
@@ -285,7 +296,7 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None):
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None):
+def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None, gram_dt=None):
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
 
     ``memory = (momentum, previous)``, ``previous`` the replicated ``(P_pad,)`` last
@@ -303,16 +314,19 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
     else:
         rhs = e_c.astype(jnp.complex128 if (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)) else jnp.float64)
 
-    def centered_block(start, size):
-        ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(cdt)
-        mean = jnp.einsum("s,sk->k", w, ob) / n
-        ob = (ob - mean) * (w / np.sqrt(n))[:, None]
+    def centered_block(start, size, dtype=cdt):
+        ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(dtype)
+        wb = w.astype(jnp.finfo(dtype).dtype)
+        mean = jnp.einsum("s,sk->k", wb, ob) / n
+        ob = (ob - mean) * (wb / float(np.sqrt(n)))[:, None]
         if real:
             ob = _stack_real(ob, axis=0)
         return ob
 
     def gram_block(start, size):
-        return _gram(centered_block(start, size))
+        # materialized once: fused into each panel product, the centering is recomputed
+        t_block = _gram(lax.optimization_barrier(centered_block(start, size, _in_precision(cdt, gram_dt))))
+        return t_block.astype(jnp.float64 if real else cdt)
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
     if memory is not None:  # rhs - mu * O phi_prev; this device holds P / D columns of O
@@ -385,6 +399,7 @@ def sr_direction(
     return_info: bool = False,
     momentum: float = 0.0,
     previous: jax.Array | None = None,
+    gram_precision: str = "float64",
 ):
     """The SR / MinSR update direction dtheta (descent: params - lr * dtheta).
 
@@ -414,6 +429,12 @@ def sr_direction(
         component of ``previous`` that this step's samples do not determine is kept,
         which averages the sampling noise of MinSR over about ``1 / (1 - mu)`` steps.
         ``mu = momentum`` in [0, 1); ``previous=None`` with ``mu > 0`` is a zero memory.
+      gram_precision: ``"float64"`` (default): S or T formed in float64 from the
+        converted Jacobian. ``"jacobian"``: formed in the Jacobian's own precision
+        (float32 for a float32 network: twice the matrix-product speed on CPUs) and
+        converted to float64 for the shift and the Cholesky solve; the right-hand side,
+        the memory term and the final ``Ō^H y`` stay float64. The rounding of a float32
+        S or T is far below the sampling noise of either (see ``docs/physics.md``).
 
     Returns:
       dtheta of shape (P,), float64 (complex128 with ``real_params=False`` and a
@@ -424,6 +445,8 @@ def sr_direction(
       is not enabled.
     """
     _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size)
+    if gram_precision not in GRAM_PRECISIONS:
+        raise ValueError(f"sr_direction: `gram_precision` must be one of {GRAM_PRECISIONS}, got {gram_precision!r}.")
     if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
         raise RuntimeError(
             "sr_direction: the SR solve runs in float64, but float64 is disabled. Call "
@@ -450,15 +473,15 @@ def sr_direction(
         memory = (jnp.asarray(momentum, jnp.float64), jnp.asarray(previous, out_dt))
     x, eps, fallback = _solve(
         jac, e_loc, eps_args, memory, method=method, real=real, rcond=float(rcond),
-        block_size=block_size, mesh=mesh,
+        block_size=block_size, mesh=mesh, gram_precision=gram_precision,
     )
     if return_info:
         return x, SRInfo(method=method, eps=eps, used_fallback=fallback)
     return x
 
 
-@partial(jax.jit, static_argnames=("method", "real", "rcond", "block_size", "mesh"))
-def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mesh):
+@partial(jax.jit, static_argnames=("method", "real", "rcond", "block_size", "mesh", "gram_precision"))
+def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mesh, gram_precision="float64"):
     """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
     from quantax_lite.utils.mesh import mesh_size
 
@@ -473,10 +496,11 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
         e_loc = jnp.pad(e_loc, (0, n_pad - n))
     row = PartitionSpec(axis)
     rep = PartitionSpec()
+    gram_dt = jnp.finfo(jac.dtype).dtype if gram_precision == "jacobian" else None
 
     if method == "sr":
         block = block_size or _default_block(n_par, 16 if complex_jac else 8)
-        kernel = partial(_sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis)
+        kernel = partial(_sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis, gram_dt=gram_dt)
         out_specs = (rep, rep, rep)
         p_pad = n_par
     else:
@@ -488,7 +512,7 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
         rows = (2 if complex_jac and real else 1) * n_pad
         block = block_size or _default_block(rows, 8)
         kernel = partial(
-            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis
+            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis, gram_dt=gram_dt
         )
         out_specs = (rep, rep, rep)
 

@@ -76,6 +76,9 @@ class VMC:
       per-sample gradients are fastest, used for the Jacobian only; default ``log_psi``.
       E.g. a conv net evaluated with ``conv="lax"`` (fast forward passes) and
       differentiated with ``conv="gather"`` (fast per-sample gradients in float64).
+    gram_precision: ``"float64"`` or ``"jacobian"``: the precision in which the SR
+      matrix (S or MinSR's T) is formed, see :func:`~quantax_lite.sr.sr_direction`;
+      the solve is float64 either way.
     """
 
     hamiltonian: SpinHamiltonian
@@ -89,6 +92,7 @@ class VMC:
     sr_method: str = "auto"
     jacobian_log_psi: Callable | None = None
     sr_momentum: float = 0.0
+    gram_precision: str = "float64"
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
@@ -107,6 +111,10 @@ class VMC:
             )
         if not (np.isscalar(self.sr_momentum) and 0 <= self.sr_momentum < 1):
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
+        from .sr import GRAM_PRECISIONS
+
+        if self.gram_precision not in GRAM_PRECISIONS:
+            raise ValueError(f"gram_precision: expected one of {GRAM_PRECISIONS}, got {self.gram_precision!r}.")
 
     # -- state -------------------------------------------------------------------
 
@@ -158,6 +166,7 @@ class VMC:
                 jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
                 method=self.sr_method, return_info=True,
                 momentum=self.sr_momentum, previous=state.sr_memory,
+                gram_precision=self.gram_precision,
             )
             update = unravel_like(dtheta, params)
             updates, opt_state = self.optimizer.update(update, state.opt_state, params)

@@ -109,6 +109,7 @@ def make_conv_nqs(
     merge_translations: bool = False,
     complex_output: bool = True,
     signed: bool = False,
+    norm: str = "layer",
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -133,6 +134,8 @@ def make_conv_nqs(
       signed: a real wavefunction with a learned sign (see :class:`ConvResNet`); its
         derivatives are those of ``real(log psi)``, so the Jacobian can be taken of the
         real part (:func:`real_part`).
+      norm: ``"layer"`` (LayerNorm over the channels before every activation) or
+        ``"none"`` (see :class:`ConvResNet`).
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
@@ -160,7 +163,7 @@ def make_conv_nqs(
             "use complex_output=True for this symmetry sector"
         )
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout,
-                      complex_output=complex_output, signed=signed, **arch)
+                      complex_output=complex_output, signed=signed, norm=norm, **arch)
     if table is None:
         return base
     if merge_translations:
