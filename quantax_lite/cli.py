@@ -452,6 +452,8 @@ def train(args) -> dict:
         "process_count": jax.process_count(),
         "r_hat": _finite_or_none(stats.r_hat),
         "precision": args.precision,
+        "gram_precision": args.gram_precision,
+        "norm": args.norm,
         "symmetry": args.symmetry,
     }
     if main:

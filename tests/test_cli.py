@@ -145,7 +145,7 @@ def test_help_lists_the_options(capsys):
     for opt in ("--lattice", "--hamiltonian", "--J2", "--h", "--depth", "--channels", "--kernel-size",
                 "--symmetry", "--samples", "--chains", "--chunk-size", "--iters", "--lr", "--diag-shift",
                 "--seed", "--precision", "--out", "--resume", "--checkpoint-every", "--coordinator",
-                "--num-processes", "--process-id"):
+                "--num-processes", "--process-id", "--norm", "--gram-precision", "--sr-momentum", "--amplitude"):
         assert opt in text
 
 

@@ -145,6 +145,25 @@ def test_periodic_conv_matches_loop(rng, shape, k, conv):
     params = {"params": {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)}}
     out = jitted(layer)(params, x)
     np.testing.assert_allclose(out, conv_reference(x, kernel, bias, shape), atol=1e-12)
+    if conv == "dense":  # the channel-major form: (batch, channels, n_sites) maps
+        cm = PeriodicConv(3, k, shape, conv="dense", dtype=jnp.float64, channel_major=True)
+        x_cm = np.moveaxis(x.reshape(2, -1, 2), -1, 1)
+        out_cm = jitted(cm)(params, x_cm)
+        ref = conv_reference(x, kernel, bias, shape).reshape(2, -1, 3)
+        np.testing.assert_allclose(out_cm, np.moveaxis(ref, -1, 1), atol=1e-12)
+        # its derivative in the kernel (a custom JVP in the patch form) against the loop
+        dk = rng.normal(size=kernel.shape)
+        _, tangent = jax.jvp(lambda kk: cm.apply({"params": {"kernel": kk, "bias": jnp.asarray(bias)}}, x_cm),
+                             (jnp.asarray(kernel),), (jnp.asarray(dk),))
+        ref_t = conv_reference(x, dk, 0 * bias, shape).reshape(2, -1, 3)
+        np.testing.assert_allclose(tangent, np.moveaxis(ref_t, -1, 1), atol=1e-12)
+
+
+def test_channel_major_needs_dense():
+    with pytest.raises(ValueError, match="channel_major"):
+        PeriodicConv(2, 3, (4,), conv="gather", channel_major=True).init(KEY, np.ones((1, 1, 4)))
+    with pytest.raises(ValueError, match="channel-major"):
+        PeriodicConv(2, 3, (4,), conv="dense", channel_major=True).init(KEY, np.ones((1, 4, 1)))
 
 
 # --------------------------------------------------------------------------- #
@@ -163,13 +182,15 @@ def jitted(model, method=None):
     return jax.jit(functools.partial(model.apply, method=method) if method else model.apply)
 
 
+@pytest.mark.parametrize("norm", ["none", "layer"])
 @pytest.mark.parametrize("other", ["lax", "dense"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
-def test_conv_forms_agree(rng, shape, k, other):
+def test_conv_forms_agree(rng, shape, k, other, norm):
+    # (the dense form runs on channel-major maps internally, the others channels-last)
     n = int(np.prod(shape))
     s = random_spins(rng, n, 5)
-    g = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="gather")
-    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv=other)
+    g = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="gather", norm=norm)
+    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv=other, norm=norm)
     params = random_params(g, s, rng)
     assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(jax.eval_shape(l.init, KEY, s))
 
@@ -192,14 +213,15 @@ def test_conv_forms_agree(rng, shape, k, other):
         np.testing.assert_allclose(a, b, atol=1e-11)
 
 
+@pytest.mark.parametrize("norm", ["none", "layer"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4)])
-def test_dense_conv_derivatives(rng, shape, k):
+def test_dense_conv_derivatives(rng, shape, k, norm):
     """The dense form's custom JVP: per-sample gradients (reverse mode) and forward-mode
     derivatives equal those of the gather form, in both arguments of the convolution."""
     n = int(np.prod(shape))
     s = random_spins(rng, n, 4)
-    dense = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="dense")
-    gather = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="gather")
+    dense = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="dense", norm=norm)
+    gather = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="gather", norm=norm)
     params = random_params(dense, s, rng)
 
     @functools.partial(jax.jit, static_argnums=0)
@@ -260,18 +282,23 @@ def test_trunk_is_translation_equivariant(rng, shape):
     np.testing.assert_allclose(jitted(origin)(params, s), f_pos[:, 0], atol=1e-12)
 
 
+@pytest.mark.parametrize("norm", ["none", "layer"])
 @pytest.mark.parametrize("shape,C,depth,k", [((4, 4), 8, 2, 3), ((3, 5), 5, 0, 2), ((7,), 6, 3, 5)])
-def test_conv_param_count(shape, C, depth, k):
+def test_conv_param_count(shape, C, depth, k, norm):
+    from quantax_lite.models import conv_param_count
+
     K = k ** len(shape)
-    # input conv (kernel + bias) + blocks of 2 x (LayerNorm + conv) + final LayerNorm + readout (C -> 2)
-    expected = (K * C + C) + depth * 2 * (2 * C + K * C * C + C) + 2 * C + 2 * C
-    model = ConvResNet(shape, channels=C, depth=depth, kernel_size=k)
+    ln = 2 * C if norm == "layer" else 0  # scale and bias of one LayerNorm
+    # input conv (kernel + bias) + blocks of 2 x (norm + conv) + final norm + readout (C -> 2)
+    expected = (K * C + C) + depth * 2 * (ln + K * C * C + C) + ln + 2 * C
+    model = ConvResNet(shape, channels=C, depth=depth, kernel_size=k, norm=norm)
     s = np.ones((1, int(np.prod(shape))), np.int8)
     assert count_params(jax.eval_shape(model.init, KEY, s)) == expected
+    assert conv_param_count(len(shape), C, depth, k, norm=norm) == expected
 
 
 def test_make_conv_nqs_defaults():
-    for lattice, expected in [(Square(4), 2512), (Square(6), 19040)]:
+    for lattice, expected in [(Square(4), 2432), (Square(6), 18752)]:
         model = make_conv_nqs(lattice, qsym.full_symmetry(lattice))
         s = np.ones((1, lattice.n_sites), np.int8)
         shapes = jax.eval_shape(model.init, KEY, s)
@@ -453,7 +480,7 @@ def test_negative_amplitudes(rng):
     ratio = np.exp(jitted(model)(params, -s) - jitted(model)(params, s))
     np.testing.assert_allclose(ratio, -1, atol=1e-10)
     # constructed parameters: Im log psi_0 = (pi/2) sum_r s_r, so psi_0 < 0 when sum_r s_r = 2 mod 4
-    net = ConvResNet((4,), channels=2, depth=0, kernel_size=1)
+    net = ConvResNet((4,), channels=2, depth=0, kernel_size=1, norm="layer")
     a = 1 / np.sqrt(1 + 1e-5)  # LayerNorm of (s, -s)
     gelu = lambda x: np.asarray(flax.linen.gelu(x))
     c = (np.pi / 2) / (gelu(a) - gelu(-a))
@@ -550,6 +577,8 @@ def test_errors():
         ConvResNet((4,), conv="fft")
     with pytest.raises(ValueError, match="readout"):
         ConvResNet((4,), readout="mean")
+    with pytest.raises(ValueError, match="norm"):
+        ConvResNet((4,), norm="batch")
     with pytest.raises(TypeError, match="channels"):
         ConvResNet((4,), channels=2.5)
     model = ConvResNet((4,), channels=2, depth=0)
@@ -635,7 +664,7 @@ def test_signed_network_matches_formula(rng, readout):
 
 def test_signed_network_at_a_node_is_finite():
     # readout weights zero and g's weights chosen so that 1 + sum_r g_r = 0 exactly
-    model = ConvResNet((4,), channels=2, depth=0, kernel_size=1, signed=True)
+    model = ConvResNet((4,), channels=2, depth=0, kernel_size=1, signed=True, norm="layer")
     s = np.array([[1, -1, 1, -1]], np.int8)
     params = jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(model.init, KEY, s))
     params = flax.core.unfreeze(params)

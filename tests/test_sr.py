@@ -147,6 +147,33 @@ def test_float32_jacobian_is_solved_in_float64(rng):
     np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9)
 
 
+@pytest.mark.parametrize(
+    "kind, n, p", [("complex_real_params", 9, 70), ("holomorphic", 9, 70), ("real", 52, 10), ("real", 11, 30)]
+)
+def test_gram_in_jacobian_precision(rng, kind, n, p):
+    """gram_precision="jacobian": S or T formed in float32 from a float32 Jacobian (the
+    products in the compiled program are float32), solved in float64; the direction
+    matches the float64 reference to float32 rounding, for SR and MinSR."""
+    real_params = kind != "holomorphic"
+    O, e = random_problem(rng, n, p, kind, dtype=np.float32)
+    ref = reference_update(O, e, 1e-2, 0.0, real_params)
+    for method in ["sr", "minsr"]:
+        def solve(O, e, precision):
+            return sr_direction(O, e, diag_shift=1e-2, method=method, real_params=real_params,
+                                gram_precision=precision)
+
+        x = solve(jnp.asarray(O), jnp.asarray(e), "jacobian")
+        assert x.dtype == (np.complex128 if kind == "holomorphic" else np.float64)
+        np.testing.assert_allclose(np.asarray(x), ref, rtol=2e-4, atol=2e-4 * np.abs(ref).max())
+        hlo = jax.jit(solve, static_argnums=2).lower(jnp.asarray(O), jnp.asarray(e), "jacobian").compile().as_text()
+        hlo64 = jax.jit(solve, static_argnums=2).lower(jnp.asarray(O), jnp.asarray(e), "float64").compile().as_text()
+        f32_dot = re.compile(r"= (f32|c64)\[[\d,]+\]\{[^}]*\} dot\(")
+        assert f32_dot.search(hlo), method
+        assert not f32_dot.search(hlo64), method
+    with pytest.raises(ValueError, match="gram_precision"):
+        sr_direction(jnp.asarray(O), jnp.asarray(e), gram_precision="float32")
+
+
 def test_fallback_on_singular_matrices(rng):
     # SR: duplicated parameter columns and no shift -> S exactly singular
     O, e = random_problem(rng, 40, 8, "real")

@@ -45,19 +45,22 @@ def count_params(params) -> int:
     return int(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params)))
 
 
-def conv_param_count(ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True) -> int:
-    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 6*C) + 2*C + R*C``
+def conv_param_count(
+    ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True, norm: str = "none"
+) -> int:
+    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 2*C) + R*C``
     with ``K = kernel_size**ndim``, ``C = channels`` and ``R = 2`` readout outputs (1 for a
-    real network)."""
+    real network); ``norm="layer"`` adds ``2*C`` for each of the ``2*depth + 1`` LayerNorms."""
     K, C = kernel_size**ndim, channels
-    return K * C + C + depth * (2 * K * C * C + 6 * C) + (4 if complex_output else 3) * C
+    n_norms = 2 * depth + 1 if norm == "layer" else 0
+    return K * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + (2 if complex_output else 1) * C
 
 
 def default_conv_architecture(lattice) -> dict:
     """Default ``channels``, ``depth``, ``kernel_size`` for a lattice.
 
-    Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2512 parameters);
-    larger (e.g. 6x6) ``C=16, depth=4, k=3`` (19040 parameters). Chains use ``k=5`` (a
+    Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2432 parameters);
+    larger (e.g. 6x6) ``C=16, depth=4, k=3`` (18752 parameters). Chains use ``k=5`` (a
     wider receptive field per layer along the single axis).
     """
     small = lattice.n_sites <= 20
@@ -109,7 +112,7 @@ def make_conv_nqs(
     merge_translations: bool = False,
     complex_output: bool = True,
     signed: bool = False,
-    norm: str = "layer",
+    norm: str = "none",
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -134,8 +137,8 @@ def make_conv_nqs(
       signed: a real wavefunction with a learned sign (see :class:`ConvResNet`); its
         derivatives are those of ``real(log psi)``, so the Jacobian can be taken of the
         real part (:func:`real_part`).
-      norm: ``"layer"`` (LayerNorm over the channels before every activation) or
-        ``"none"`` (see :class:`ConvResNet`).
+      norm: ``"none"`` (default) or ``"layer"`` (a LayerNorm over the channels before
+        every activation; see :class:`ConvResNet`).
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
