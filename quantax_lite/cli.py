@@ -185,6 +185,12 @@ def default_chains(samples: int, n_devices: int) -> int:
     return max(n_devices, samples // n_devices * n_devices)
 
 
+# Options added after runs were made without them, with the value those runs had:
+# resuming such a run with another value names the option instead of failing on the
+# checkpoint's shapes.
+_OPTIONS_OF_EARLIER_RUNS = {"norm": "layer", "gram_precision": "float64"}
+
+
 def prepare_out_dir(out: str, resume: bool) -> None:
     ckpt = os.path.join(out, "checkpoint.npz")
     if resume:
@@ -408,7 +414,7 @@ def train(args) -> dict:
     vmc, state, n_params = build_vmc(args, lattice, ham, group)
     if args.resume:
         state, meta = load_checkpoint(os.path.join(out, "checkpoint.npz"), state)
-        old = meta.get("config", {})
+        old = {**_OPTIONS_OF_EARLIER_RUNS, **meta.get("config", {})}
         changed = {k: (old.get(k), v) for k, v in config.items() if k in old and old[k] != v}
         if changed:
             raise UsageError(

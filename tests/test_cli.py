@@ -108,6 +108,17 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert main(base + ["--iters", "1", "--out", out]) == 0
     assert main(base + ["--iters", "2", "--out", out, "--resume", "--lr", "0.5"]) == 2
     assert "--lr" in capsys.readouterr().err
+    # a run made before --norm existed had LayerNorms: resuming it with the new default
+    # names the option rather than failing on the checkpoint's shapes
+    path = os.path.join(out, "checkpoint.npz")
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(bytes(arrays["metadata"]).decode())
+    del meta["config"]["norm"], meta["config"]["gram_precision"]
+    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
+    assert "--norm none (was layer)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
