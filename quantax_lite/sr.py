@@ -237,20 +237,12 @@ def _row_weights(n_loc, n, axis):
     return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
 
 
-def _in_precision(dtype, gram_dt):
-    """``dtype`` (real or complex) at the precision of the real ``gram_dt`` (None: unchanged)."""
-    if gram_dt is None:
-        return dtype
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        return jnp.complex64 if gram_dt == jnp.float32 else jnp.complex128
-    return gram_dt
-
-
-def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gram_dt=None):
+def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gram_in_jac_dtype=False):
     """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
 
     ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`);
-    the caller adds ``momentum * previous`` to the solution."""
+    the caller adds ``momentum * previous`` to the solution. ``gram_in_jac_dtype``: S is
+    formed in ``jac.dtype`` (``gram_precision="jacobian"``), F always in float64."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
         out_dt = jnp.float64
@@ -271,7 +263,7 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gr
         if memory is not None:  # e - mu * O phi_prev, row by row
             mu, prev = memory
             eb = eb - mu * (ob @ prev.astype(jnp.result_type(ob, prev)))
-        og = ob.astype(_in_precision(ob.dtype, gram_dt))  # S in the Gram precision, F in float64
+        og = ob.astype(jac.dtype) if gram_in_jac_dtype else ob
         if real:
             if jnp.iscomplexobj(ob):
                 eb_i = eb.imag if jnp.iscomplexobj(eb) else jnp.zeros_like(eb)
@@ -294,12 +286,13 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gr
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None, gram_dt=None):
+def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None, gram_in_jac_dtype=False):
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
 
     ``memory = (momentum, previous)``, ``previous`` the replicated ``(P_pad,)`` last
     direction: the SPRING right-hand side (see :func:`sr_direction`); the caller adds
-    ``momentum * previous`` to the solution."""
+    ``momentum * previous`` to the solution. ``gram_in_jac_dtype``: T is formed in
+    ``jac.dtype`` (``gram_precision="jacobian"``), everything else in float64."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
@@ -322,8 +315,7 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
         return ob
 
     def gram_block(start, size):
-        # materialized once: fused into each panel product, the centering is recomputed
-        t_block = _gram(lax.optimization_barrier(centered_block(start, size, _in_precision(cdt, gram_dt))))
+        t_block = _gram(centered_block(start, size, jac.dtype if gram_in_jac_dtype else cdt))
         return t_block.astype(jnp.float64 if real else cdt)
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
@@ -496,11 +488,13 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
         e_loc = jnp.pad(e_loc, (0, n_pad - n))
     row = PartitionSpec(axis)
     rep = PartitionSpec()
-    gram_dt = jnp.finfo(jac.dtype).dtype if gram_precision == "jacobian" else None
+    gram_in_jac_dtype = gram_precision == "jacobian"
 
     if method == "sr":
         block = block_size or _default_block(n_par, 16 if complex_jac else 8)
-        kernel = partial(_sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis, gram_dt=gram_dt)
+        kernel = partial(
+            _sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis, gram_in_jac_dtype=gram_in_jac_dtype
+        )
         out_specs = (rep, rep, rep)
         p_pad = n_par
     else:
@@ -512,7 +506,8 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
         rows = (2 if complex_jac and real else 1) * n_pad
         block = block_size or _default_block(rows, 8)
         kernel = partial(
-            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis, gram_dt=gram_dt
+            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis,
+            gram_in_jac_dtype=gram_in_jac_dtype,
         )
         out_specs = (rep, rep, rep)
 

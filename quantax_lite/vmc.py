@@ -25,7 +25,7 @@ import optax
 from .operators import SpinHamiltonian, make_local_energy
 from .jacobian import jacobian
 from .sampler import MetropolisSampler, SamplerState, per_chain
-from .sr import sr_direction, unravel_like
+from .sr import GRAM_PRECISIONS, sr_direction, unravel_like
 from .stats import Stats, statistics
 from .utils import limit_blas_threads, replicate
 
@@ -111,8 +111,6 @@ class VMC:
             )
         if not (np.isscalar(self.sr_momentum) and 0 <= self.sr_momentum < 1):
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
-        from .sr import GRAM_PRECISIONS
-
         if self.gram_precision not in GRAM_PRECISIONS:
             raise ValueError(f"gram_precision: expected one of {GRAM_PRECISIONS}, got {self.gram_precision!r}.")
 

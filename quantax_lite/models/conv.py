@@ -47,7 +47,6 @@ from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spi
 __all__ = [
     "periodic_neighbour_table",
     "periodic_conv_matrix",
-    "periodic_conv_matrix_channels",
     "PeriodicConv",
     "ResidualBlock",
     "ConvResNet",
@@ -137,7 +136,7 @@ class PeriodicConv(nn.Module):
         kernel = self.param("kernel", self.kernel_init, (k,) * ndim + (c_in, self.features), dtype)
         x = x.astype(dtype)
         if self.channel_major:
-            y = _dense_conv_channels(x, kernel, shape, k)
+            y = _dense_conv_flat(x, kernel, shape, k, True)
             if self.use_bias:
                 y = y + self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype)[:, None]
             return y
@@ -163,18 +162,21 @@ def _gather_conv(x, kernel, shape, k):
     return y.reshape(batch, *shape, -1)
 
 
-def periodic_conv_matrix(kernel, shape, kernel_size: int):
+def periodic_conv_matrix(kernel, shape, kernel_size: int, channel_major: bool = False):
     """The periodic convolution as one ``(N * c_in, N * c_out)`` matrix (block circulant).
 
     ``kernel``: ``(k,)*d + (c_in, c_out)``. Row ``j * c_in + c``, column ``i * c_out + o``
     holds the sum of ``kernel[a, c, o]`` over the offsets ``a`` that bring site ``i`` onto
     site ``j``, so ``flat_in @ matrix`` (site-major, channels last) is the convolution.
-    Linear in ``kernel``; built inside the traced function (differentiable).
+    ``channel_major=True``: row ``c * N + j``, column ``o * N + i``, for flat maps
+    ``(batch, c_in * N)`` stored channel by channel. Linear in ``kernel``; built inside
+    the traced function (differentiable).
     """
     hits = jnp.asarray(_neighbour_hits(tuple(shape), kernel_size), kernel.dtype)
     n_off, n_sites = hits.shape[:2]
     c_in, c_out = kernel.shape[-2:]
-    matrix = jnp.einsum("aji,aco->jcio", hits, kernel.reshape(n_off, c_in, c_out))
+    layout = "aji,aco->cjoi" if channel_major else "aji,aco->jcio"
+    matrix = jnp.einsum(layout, hits, kernel.reshape(n_off, c_in, c_out))
     return matrix.reshape(n_sites * c_in, n_sites * c_out)
 
 
@@ -199,56 +201,28 @@ def _dense_conv(x, kernel, shape, k):
     """
     batch = x.shape[0]
     n_sites = int(np.prod(shape))
-    y = _dense_conv_flat(x.reshape(batch, n_sites, x.shape[-1]), kernel, tuple(shape), k)
+    y = _dense_conv_flat(x.reshape(batch, n_sites, x.shape[-1]), kernel, tuple(shape), k, False)
     return y.reshape(batch, *shape, -1)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
-def _dense_conv_flat(x, kernel, shape, k):
-    """``x`` ``(B, N, C_in)`` -> ``(B, N, C_out)``."""
-    batch, n_sites, c_in = x.shape
-    y = x.reshape(batch, n_sites * c_in) @ periodic_conv_matrix(kernel, shape, k)
-    return y.reshape(batch, n_sites, -1)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
+def _dense_conv_flat(x, kernel, shape, k, channel_major):
+    """``x`` ``(B, N, C_in)`` -> ``(B, N, C_out)``; channel-major ``(B, C_in, N)`` -> ``(B, C_out, N)``."""
+    batch = x.shape[0]
+    y = x.reshape(batch, -1) @ periodic_conv_matrix(kernel, shape, k, channel_major)
+    return y.reshape((batch, -1, x.shape[2]) if channel_major else (batch, x.shape[1], -1))
 
 
 @_dense_conv_flat.defjvp
-def _dense_conv_jvp(shape, k, primals, tangents):
+def _dense_conv_jvp(shape, k, channel_major, primals, tangents):
     x, kernel = primals
     dx, dkernel = tangents
-    y = _dense_conv_flat(x, kernel, shape, k)
-    patches = _periodic_patches(x, shape, k)  # primal, so the tangent map is a matmul
-    dy = _dense_conv_flat(dx, kernel, shape, k) + jnp.einsum(
-        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
-    )
-    return y, dy
-
-
-def periodic_conv_matrix_channels(kernel, shape, kernel_size: int):
-    """:func:`periodic_conv_matrix` for channel-major maps: row ``c * N + j``, column
-    ``o * N + i`` (``flat @ matrix`` with ``flat`` ``(batch, c_in * N)``, channel-major)."""
-    hits = jnp.asarray(_neighbour_hits(tuple(shape), kernel_size), kernel.dtype)
-    n_off, n_sites = hits.shape[:2]
-    c_in, c_out = kernel.shape[-2:]
-    matrix = jnp.einsum("aji,aco->cjoi", hits, kernel.reshape(n_off, c_in, c_out))
-    return matrix.reshape(c_in * n_sites, c_out * n_sites)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
-def _dense_conv_channels(x, kernel, shape, k):
-    """Channel-major dense convolution: ``x`` ``(B, C_in, N)`` -> ``(B, C_out, N)``."""
-    batch, c_in, n_sites = x.shape
-    y = x.reshape(batch, c_in * n_sites) @ periodic_conv_matrix_channels(kernel, shape, k)
-    return y.reshape(batch, -1, n_sites)
-
-
-@_dense_conv_channels.defjvp
-def _dense_conv_channels_jvp(shape, k, primals, tangents):
-    x, kernel = primals
-    dx, dkernel = tangents
-    y = _dense_conv_channels(x, kernel, shape, k)
-    patches = _periodic_patches(jnp.swapaxes(x, 1, 2), shape, k)  # (B, N, K, C_in)
-    dy = _dense_conv_channels(dx, kernel, shape, k) + jnp.einsum(
-        "bnac,aco->bon", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
+    y = _dense_conv_flat(x, kernel, shape, k, channel_major)
+    # the patches of the primal, so the tangent map is a matmul
+    patches = _periodic_patches(jnp.swapaxes(x, 1, 2) if channel_major else x, shape, k)  # (B, N, K, C_in)
+    dy = _dense_conv_flat(dx, kernel, shape, k, channel_major) + jnp.einsum(
+        "bnac,aco->bon" if channel_major else "bnac,aco->bno",
+        patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:]),
     )
     return y, dy
 
