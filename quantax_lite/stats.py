@@ -11,18 +11,33 @@ Conventions (x may be real or complex; complex data use |.|^2 for every variance
 - ``variance``: sigma^2 = mean |x - mean|^2 over all samples (no Bessel correction).
 - ``tau``: the integrated autocorrelation time in the convention
   ``tau = 1 + 2 sum_{t>=1} rho_t``, so independent samples give tau = 1 and the
-  effective sample size is n_samples / tau. The autocorrelation rho_t is the
-  chain-averaged autocovariance at lag t, combined with the between-chain variance
-  as in split-R-hat diagnostics: rho_t = 1 - (W - C_t) / sigma^2, with C_t the mean
-  over chains of each chain's autocovariance (about its own mean, normalized by the
-  chain length), W = C_0 and sigma^2 the total variance. Chains stuck at different
-  means therefore show long correlations. The sum is cut at Sokal's automatic
-  window: the smallest M with M >= 5 tau(M) (the last lag if none).
-- ``error_of_mean``: sqrt(sigma^2 tau / n_samples).
+  effective sample size is about n_samples / tau.
+- ``error_of_mean``: sqrt(Var(mean)), see *Estimator* below (= sqrt(sigma^2 tau / N) for n >> tau).
 - ``r_hat``: split-R-hat (each chain cut in two halves):
   sqrt(((n - 1) / n W + B / n) / W) with W the mean within-half variance and B / n
   the variance of the half means (both with Bessel correction), n the half length.
   NaN when the halves are shorter than 2 samples or W = 0.
+
+Estimator (m chains of n samples, N = m n). The autocovariance is taken about the
+*grand* mean and averaged over all m (n - t) pairs at lag t,
+``gamma_t = sum_c sum_i (x_ci - mean)^* (x_c,i+t - mean) / (m (n - t))`` (real part),
+and ``rho_t = gamma_t / gamma_0`` (:func:`autocorrelation`). About the grand mean a
+chain's offset is a genuine long-lag correlation, and there is none of the O(1/n) bias
+of deviations from each chain's own mean. The window M is Sokal's, the smallest
+M >= 5 tau(M); chains too short to reach it use every lag, M = n - 1 (one chain:
+(n - 1) // 4). Then
+
+    Var(mean) = sum_{|t|<=M} (1 - |t|/n) gamma_t / (N - K_M),  K_M = sum_{|t|<=M} (1 - |t|/n),
+
+the triangular weights give the exact variance of the mean of finite chains, and
+N - K_M removes, to first order, the bias E gamma_t = gamma_t - Var(mean) of the
+grand-mean deviations. With M = n - 1 this is exactly the between-chain (batch-means)
+estimate ``var(chain means, ddof=1) / m``; with one sample per chain it is
+``var(x, ddof=1) / N``. The reported ``tau`` sums the same corrected autocovariances
+without the triangular weights, ``tau = sum_{|t|<=M} (gamma_t + Var(mean)) /
+(gamma_0 + Var(mean))``: an estimate of the asymptotic tau when n >> tau (a lower one
+for chains shorter than the window). Chains stuck at different means therefore show
+long correlations and an error that is the scatter of the chain means.
 
 Everything is computed with jax.numpy (so sharded arrays work as they are); the
 fields of :class:`Stats` are jax scalars, and its repr reads e.g.
@@ -39,6 +54,8 @@ import jax.numpy as jnp
 __all__ = ["Stats", "statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 
 SOKAL_WINDOW_C = 5.0
+# Chains up to this length get their lagged products from one matrix product, longer ones by FFT.
+_DIRECT_MAX_LAG = 64
 
 
 class Stats(NamedTuple):
@@ -106,36 +123,81 @@ def _abs2(z):
     return jnp.real(z * jnp.conj(z))
 
 
-def _chain_autocovariance(x: jax.Array) -> jax.Array:
-    """Mean over chains of each chain's autocovariance C_t, t = 0 .. n-1 (real, (n,))."""
-    n = x.shape[1]
-    dev = x - jnp.mean(x, axis=1, keepdims=True)
+def _lagged_sums(dev: jax.Array) -> jax.Array:
+    """s_t = sum_c sum_i Re(conj(dev[c, i]) dev[c, i + t]), t = 0 .. n - 1, of dev (m, n)."""
+    n = dev.shape[1]
+    if n <= _DIRECT_MAX_LAG:  # short chains (VMC): one (n, m) @ (m, n) product, no FFT
+        g = jnp.real(dev.conj().T @ dev)
+        g = jnp.pad(g, ((0, 0), (0, n)))
+        idx = jnp.arange(n)[:, None] + jnp.arange(n)[None, :]
+        return jnp.sum(jnp.take_along_axis(g, idx, axis=1), axis=0)
     size = 1 << (2 * n - 1).bit_length()  # zero padding: no circular wrap-around
-    f = jnp.fft.fft(dev, n=size, axis=1)
-    acov = jnp.fft.ifft(f * jnp.conj(f), axis=1)[:, :n]
-    return jnp.mean(jnp.real(acov), axis=0) / n
+    if jnp.iscomplexobj(dev):
+        power = jnp.sum(_abs2(jnp.fft.fft(dev, n=size, axis=1)), axis=0)
+        return jnp.real(jnp.fft.ifft(power))[:n]
+    power = jnp.sum(_abs2(jnp.fft.rfft(dev, n=size, axis=1)), axis=0)
+    return jnp.fft.irfft(power, n=size)[:n]
+
+
+def _autocovariance(x: jax.Array) -> jax.Array:
+    """gamma_t, t = 0 .. n - 1, of x (m, n): the autocovariance about the grand mean,
+    summed over chains and normalised by the number of pairs m (n - t). Real, (n,)."""
+    m, n = x.shape
+    return _lagged_sums(x - jnp.mean(x)) / (m * (n - jnp.arange(n)))
 
 
 def autocorrelation(x: Any) -> jax.Array:
-    """rho_t, t = 0 .. n_per_chain - 1, of x (n_chains, n_per_chain) (module conventions)."""
-    x = _as_chains(x)
-    c = _chain_autocovariance(x)
-    variance = jnp.mean(_abs2(x - jnp.mean(x)))
-    rho = 1.0 - (c[0] - c) / jnp.where(variance > 0, variance, 1.0)
-    # Constant data: no correlation beyond lag 0.
-    return jnp.where(variance > 0, rho, (jnp.arange(c.shape[0]) == 0).astype(rho.dtype))
+    """rho_t = gamma_t / gamma_0, t = 0 .. n_per_chain - 1, of x (n_chains, n_per_chain)
+    (module conventions; constant data give rho_t = [t == 0])."""
+    return _rho(_autocovariance(_as_chains(x)))
+
+
+def _rho(gamma: jax.Array) -> jax.Array:
+    g0 = gamma[0]
+    rho = gamma / jnp.where(g0 > 0, g0, 1.0)
+    return jnp.where(g0 > 0, rho, (jnp.arange(gamma.shape[0]) == 0).astype(rho.dtype))
+
+
+def _window(rho: jax.Array, c: float, max_lag: int) -> jax.Array:
+    """Sokal's window: the smallest M in 1 .. max_lag with M >= c tau(M), else max_lag
+    (int scalar; 0 if max_lag is 0). rho: (n,) with n > max_lag."""
+    if max_lag < 1:
+        return jnp.zeros((), jnp.int32)
+    tau_m = 1.0 + 2.0 * jnp.cumsum(rho[1 : max_lag + 1])
+    lags = jnp.arange(1, max_lag + 1)
+    ok = lags >= c * tau_m
+    return jnp.where(jnp.any(ok), jnp.argmax(ok) + 1, max_lag).astype(jnp.int32)
 
 
 def integrated_time(rho: jax.Array, c: float = SOKAL_WINDOW_C) -> jax.Array:
-    """tau = 1 + 2 sum_{t=1}^{M} rho_t with Sokal's window: smallest M >= c tau(M)."""
+    """tau = 1 + 2 sum_{t=1}^{M} rho_t, M Sokal's window (smallest M >= c tau(M), else the
+    last lag), of rho (n,); no bias correction (see :func:`statistics`)."""
     rho = jnp.asarray(rho)
-    if rho.shape[0] < 2:
-        return jnp.ones((), rho.dtype)
-    tau_m = 1.0 + 2.0 * jnp.cumsum(rho[1:])
-    lags = jnp.arange(1, rho.shape[0])
-    ok = lags >= c * tau_m
-    window = jnp.where(jnp.any(ok), jnp.argmax(ok), rho.shape[0] - 2)
-    return jnp.maximum(tau_m[window], 0.0)
+    window = _window(rho, c, rho.shape[0] - 1)
+    lags = jnp.arange(rho.shape[0])
+    return jnp.sum(jnp.where(lags <= window, jnp.where(lags == 0, 1.0, 2.0) * rho, 0.0))
+
+
+def _max_lag(n_chains: int, n_per_chain: int) -> int:
+    """The longest window: every lag with several chains (the full sum is then the
+    between-chain estimate), a quarter of the chain for one chain (the full sum about the
+    chain's own mean is 0)."""
+    return n_per_chain - 1 if n_chains > 1 else (n_per_chain - 1) // 4
+
+
+def _mean_error_and_tau(gamma: jax.Array, n_chains: int, c: float = SOKAL_WINDOW_C):
+    """(error_of_mean, tau) from gamma (n,) of n_chains chains (module docstring)."""
+    n = gamma.shape[0]
+    n_total = n_chains * n
+    window = _window(_rho(gamma), c, _max_lag(n_chains, n))
+    lags = jnp.arange(n)
+    two_sided = jnp.where(lags <= window, jnp.where(lags == 0, 1.0, 2.0), 0.0)
+    bartlett = two_sided * (1.0 - lags / n)
+    k_window = jnp.sum(bartlett)
+    var_mean = jnp.maximum(jnp.sum(bartlett * gamma), 0.0) / (n_total - k_window)
+    sigma2 = gamma[0] + var_mean  # E gamma_t = true gamma_t - Var(mean), to first order
+    tau = jnp.sum(two_sided * (gamma + var_mean)) / jnp.where(sigma2 > 0, sigma2, 1.0)
+    return jnp.sqrt(var_mean), jnp.where(sigma2 > 0, tau, 1.0)
 
 
 def split_r_hat(x: Any) -> jax.Array:
@@ -164,9 +226,6 @@ def statistics(x: Any) -> Stats:
 
 @jax.jit
 def _statistics(x):
-    n_total = x.shape[0] * x.shape[1]
-    mean = jnp.mean(x)
-    variance = jnp.mean(_abs2(x - mean))
-    tau = integrated_time(autocorrelation(x))
-    error = jnp.sqrt(variance * tau / n_total)
-    return mean, error, variance, tau, split_r_hat(x)
+    gamma = _autocovariance(x)
+    error, tau = _mean_error_and_tau(gamma, x.shape[0])
+    return jnp.mean(x), error, gamma[0], tau, split_r_hat(x)
