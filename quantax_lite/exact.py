@@ -139,6 +139,7 @@ def ground_state(
         ``"auto"``: 0 for Sz-conserving Hamiltonians on even lattices, else ``None``.
       k: number of eigenpairs.
       symmetry: optional group; restricts to its sector (``psi(g s) = psi(s) / chi_g``).
+        A group built for another lattice than the Hamiltonian's raises ValueError.
     Returns:
       ``(energy, vector, basis_states)``: for ``k == 1`` a float and an ``(n,)`` unit
       vector (float64, or complex128 with a complex sector); for ``k > 1`` arrays
@@ -146,6 +147,18 @@ def ground_state(
     """
     if not isinstance(hamiltonian, SpinHamiltonian):
         raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(hamiltonian).__name__}")
+    if symmetry is not None:
+        if not isinstance(symmetry, Symmetry):
+            raise TypeError(f"symmetry: expected a Symmetry, got {type(symmetry).__name__}")
+        if symmetry.n_sites != hamiltonian.n_sites:
+            raise ValueError(
+                f"symmetry: acts on {symmetry.n_sites} sites, the Hamiltonian on {hamiltonian.n_sites}"
+            )
+        if symmetry.lattice is not None and symmetry.lattice != hamiltonian.lattice:
+            raise ValueError(
+                f"symmetry: built for the lattice {symmetry.lattice.name}, the Hamiltonian's "
+                f"lattice is {hamiltonian.lattice.name}; build the group from the same lattice"
+            )
     total_sz = resolve_total_sz(hamiltonian, total_sz)
     states = all_states(hamiltonian.n_sites, total_sz)
     H = hamiltonian.to_sparse(states)
@@ -155,12 +168,6 @@ def ground_state(
 
     Q = None
     if symmetry is not None:
-        if not isinstance(symmetry, Symmetry):
-            raise TypeError(f"symmetry: expected a Symmetry, got {type(symmetry).__name__}")
-        if symmetry.n_sites != hamiltonian.n_sites:
-            raise ValueError(
-                f"symmetry: acts on {symmetry.n_sites} sites, the Hamiltonian on {hamiltonian.n_sites}"
-            )
         Q = sector_basis(symmetry, states)
         if np.allclose(symmetry.characters.imag, 0):
             Q = Q.real.tocsc()

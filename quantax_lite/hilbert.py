@@ -25,6 +25,9 @@ __all__ = [
     "codes_to_states",
     "state_index",
     "validate_states",
+    "check_spin_dtype",
+    "check_spin_values",
+    "total_sz_of",
 ]
 
 _MAX_ENUMERATE = 2**27  # states; ~ a few GiB at 24+ sites, beyond any test
@@ -151,6 +154,46 @@ def state_index(states, basis_codes: np.ndarray) -> np.ndarray:
     return np.where(found, pos_c, -1)
 
 
+def check_spin_dtype(s, name: str = "s") -> None:
+    """TypeError unless ``s`` has an integer or real floating dtype (not bool, not complex)."""
+    dtype = np.dtype(s.dtype)
+    if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        raise TypeError(f"{name}: expected an integer (int8) array of +-1, got dtype {dtype}")
+
+
+def check_spin_values(s, name: str = "s") -> None:
+    """ValueError unless every entry of a concrete ``s`` is +1 or -1.
+
+    Skipped for traced values (inside ``jax.jit``, ``vmap``, ...), so it costs nothing in
+    compiled code. A concrete jax array is checked by one reduction on its devices (no
+    copy to the host unless the check fails).
+    """
+    if isinstance(s, jax.core.Tracer):
+        return
+    if isinstance(s, jax.Array):
+        ok = jnp.all((s == 1) | (s == -1))
+        if isinstance(ok, jax.core.Tracer):  # a constant inside a trace: not checked
+            return
+        if bool(ok):
+            return
+        if not s.is_fully_addressable:
+            raise ValueError(f"{name}: entries must be +1 or -1")
+    elif np.all((np.asarray(s) == 1) | (np.asarray(s) == -1)):
+        return
+    values = np.asarray(s)
+    bad = values[(values != 1) & (values != -1)]
+    raise ValueError(f"{name}: entries must be +1 or -1, found {bad.ravel()[:5].tolist()}")
+
+
+def total_sz_of(s) -> np.ndarray:
+    """``sum(s) / 2`` over the last axis (numpy float64), for concrete +-1 configurations."""
+    if isinstance(s, jax.Array):
+        s = np.asarray(jnp.sum(s.astype(jnp.int32), axis=-1))
+    else:
+        s = np.asarray(s).astype(np.int64).sum(axis=-1)
+    return s / 2
+
+
 def validate_states(s, n_sites: int, *, name: str = "s"):
     """Check a batch of configurations and return it as int8 (same array library).
 
@@ -167,14 +210,8 @@ def validate_states(s, n_sites: int, *, name: str = "s"):
         raise ValueError(
             f"{name}: expected {n_sites} sites on the last axis, got shape {tuple(s.shape)}"
         )
-    dtype = np.dtype(s.dtype)
-    if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
-        raise TypeError(f"{name}: expected an integer (int8) array of +-1, got dtype {dtype}")
-    if not isinstance(s, jax.core.Tracer):
-        values = np.asarray(s)
-        if not np.all((values == 1) | (values == -1)):
-            bad = values[(values != 1) & (values != -1)]
-            raise ValueError(f"{name}: entries must be +1 or -1, found {bad.ravel()[:5].tolist()}")
+    check_spin_dtype(s, name)
+    check_spin_values(s, name)
     if isinstance(s, np.ndarray):
         return s.astype(np.int8, copy=False)
     return s.astype(jnp.int8)

@@ -63,7 +63,9 @@ class Lattice:
       shape: extent along every axis, ``(L,)`` for a chain or ``(Lx, Ly)``.
       pbc: periodic boundaries along every axis (``True``) or open ones (``False``).
 
-    Hashable (usable as a static argument of ``jax.jit``).
+    Every extent must be a positive int (ValueError/TypeError naming ``shape[d]``) and
+    the lattice must have at least 2 sites. Hashable (usable as a static argument of
+    ``jax.jit``).
     """
 
     shape: tuple[int, ...]
@@ -80,6 +82,8 @@ class Lattice:
         if len(shape) == 0:
             raise ValueError("shape: expected at least one axis, got ()")
         shape = tuple(_parse_length(L, f"shape[{d}]") for d, L in enumerate(shape))
+        if int(np.prod(shape)) < 2:
+            raise ValueError(f"shape: a lattice needs at least 2 sites, got shape {shape}")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "pbc", _parse_boundary(self.pbc))
 
@@ -193,12 +197,20 @@ class Lattice:
 
 
 def Chain(L: int, pbc=True) -> Lattice:
-    """A chain of ``L`` sites (``pbc``: True/"periodic" or False/"open")."""
-    return Lattice((_parse_length(L, "L"),), pbc)
+    """A chain of ``L >= 2`` sites (``pbc``: True/"periodic" or False/"open")."""
+    L = _parse_length(L, "L")
+    if L < 2:
+        raise ValueError(f"L: expected an int >= 2 (a chain needs at least 2 sites), got {L}")
+    return Lattice((L,), pbc)
 
 
 def Square(Lx: int, Ly: int | None = None, pbc=True) -> Lattice:
-    """A square ``Lx x Ly`` lattice (``Ly=None``: ``Ly = Lx``); site ``(x, y)`` is ``x * Ly + y``."""
+    """A square ``Lx x Ly`` lattice (``Ly=None``: ``Ly = Lx``); site ``(x, y)`` is ``x * Ly + y``.
+
+    Every extent must be a positive int and the lattice must have at least 2 sites.
+    """
     Lx = _parse_length(Lx, "Lx")
     Ly = Lx if Ly is None else _parse_length(Ly, "Ly")
+    if Lx * Ly < 2:
+        raise ValueError(f"Lx, Ly: a square lattice needs at least 2 sites, got {Lx}x{Ly}")
     return Lattice((Lx, Ly), pbc)

@@ -22,6 +22,7 @@ configurations that differ by swapping an anti-aligned pair.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from functools import cached_property
 from typing import Callable
 
@@ -30,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from .hilbert import states_to_codes, validate_states
+from .hilbert import check_spin_dtype, check_spin_values, states_to_codes, validate_states
 from .lattice import Lattice
 
 __all__ = [
@@ -73,6 +74,38 @@ def _check_coupling(value, name: str) -> float:
     return v
 
 
+def _check_configurations(s, n_sites: int, name: str = "s"):
+    """``s`` (..., n_sites) of +-1 (values checked for concrete arrays only), as an array.
+
+    Shape and dtype are checked also inside ``jax.jit`` (at trace time, no cost at run time).
+    """
+    if not hasattr(s, "shape") or not hasattr(s, "dtype"):
+        s = np.asarray(s)
+    if s.ndim < 1 or s.shape[-1] != n_sites:
+        raise ValueError(
+            f"{name}: expected configurations of shape (..., {n_sites}), got shape {tuple(s.shape)}"
+        )
+    check_spin_dtype(s, name)
+    check_spin_values(s, name)
+    return s
+
+
+def _check_samples(samples, n_sites: int, log_psi_samples=None):
+    """The checks of a local-energy call: ``samples`` (batch, n_sites) of +-1 and the shape
+    of ``log_psi_samples``. Values only for concrete arrays."""
+    if not hasattr(samples, "shape") or not hasattr(samples, "dtype"):
+        samples = np.asarray(samples)
+    if samples.ndim != 2 or samples.shape[1] != n_sites:
+        raise ValueError(f"samples: expected shape (batch, {n_sites}), got {tuple(samples.shape)}")
+    check_spin_dtype(samples, "samples")
+    check_spin_values(samples, "samples")
+    if log_psi_samples is not None and jnp.shape(log_psi_samples) != (samples.shape[0],):
+        raise ValueError(
+            f"log_psi_samples: expected shape ({samples.shape[0]},), got {jnp.shape(log_psi_samples)}"
+        )
+    return samples
+
+
 class SpinHamiltonian:
     """Shared machinery; subclasses define :meth:`_build_terms` and set ``lattice``."""
 
@@ -110,9 +143,15 @@ class SpinHamiltonian:
 
     # ---------------------------------------------------------------- jax side
     def diagonal(self, s) -> jax.Array:
-        """``H[s, s]`` for ``s`` (..., n_sites) -> (...,) float."""
+        """``H[s, s]`` for ``s`` (..., n_sites) -> (...,) float.
+
+        Raises ValueError for a wrong last axis or (concrete arrays) entries other than
+        +-1, TypeError for a bool or complex dtype.
+        """
+        return self._diagonal(jnp.asarray(_check_configurations(s, self.n_sites)))
+
+    def _diagonal(self, s):
         t = self._terms
-        s = jnp.asarray(s)
         if t.zz_pairs.shape[0] == 0:
             return jnp.full(s.shape[:-1], t.constant, dtype=jnp.result_type(float))
         zz = (s[..., t.zz_pairs[:, 0]] * s[..., t.zz_pairs[:, 1]]).astype(jnp.result_type(float))
@@ -126,14 +165,14 @@ class SpinHamiltonian:
         Returns:
           s_conn: ``(..., max_conn, n_sites)`` int8; mels: ``(..., max_conn)`` float
           (float64 under ``jax_enable_x64``). Layout: see the module docstring.
+        Raises ValueError for a wrong last axis or (concrete arrays; not checked inside
+        ``jax.jit``) entries other than +-1, TypeError for a bool or complex dtype.
         """
-        s = jnp.asarray(s)
-        if s.shape[-1:] != (self.n_sites,):
-            raise ValueError(f"s: expected last axis of length {self.n_sites}, got shape {tuple(s.shape)}")
+        s = jnp.asarray(_check_configurations(s, self.n_sites))
         t = self._terms
         s = s.astype(jnp.int8)
         ftype = jnp.result_type(float)
-        diag = self.diagonal(s)
+        diag = self._diagonal(s)
         aligned = s[..., t.cond_pairs[:, 0]] == s[..., t.cond_pairs[:, 1]]
         mel_off = jnp.where(aligned, jnp.asarray(t.amp_aligned, ftype), jnp.asarray(t.amp_anti, ftype))
         s0 = s[..., None, :]
@@ -321,7 +360,9 @@ def marshall_sign(lattice: Lattice, states):
     ``Heisenberg(..., marshall_sign=True)`` is ``U H U`` with ``U = diag(u)``, so its
     eigenvectors are ``u(s) psi(s)`` for eigenvectors ``psi`` of the plain Hamiltonian.
     """
-    states = np.asarray(states)
+    if not isinstance(lattice, Lattice):
+        raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
+    states = np.asarray(_check_configurations(np.asarray(states), lattice.n_sites, "states"))
     sub = lattice.sublattice.astype(bool)
     return np.prod(states[..., sub].astype(np.int64), axis=-1).astype(np.int8)
 
@@ -413,6 +454,13 @@ def make_local_energy(
     :meth:`SpinHamiltonian.connected` is evaluated. Both give the same energies up to
     rounding. Hamiltonians whose off-diagonal elements never vanish (the Ising field)
     are never packed.
+
+    The returned function checks ``samples`` (shape ``(batch, n_sites)``, an integer or
+    real dtype, ``log_psi_samples`` of shape ``(batch,)``) and, for concrete arrays, that
+    every entry is +-1 (ValueError/TypeError naming the argument). With ``jit=True`` the
+    value check runs before the compiled call (one reduction); traced samples (the
+    function called inside an outer ``jax.jit``, e.g. with ``jit=False`` in the VMC step)
+    get only the trace-time shape checks, so compiled code is unchanged.
     """
     from .utils import chunk_map
 
@@ -432,12 +480,27 @@ def make_local_energy(
     with_lp = chunk_map(rows, in_axes=(None, 0, 0), **options)
     without_lp = chunk_map(rows_no_lp, in_axes=(None, 0), **options)
 
+    n_sites = hamiltonian.n_sites
+
     def energy(params, samples, log_psi_samples=None):
+        # shapes (and, for concrete arrays, values) of the samples; inside jit at trace time only
+        samples = _check_samples(samples, n_sites, log_psi_samples)
         if log_psi_samples is None:
             return without_lp(params, samples)
         return with_lp(params, samples, log_psi_samples)
 
-    return jax.jit(energy) if jit else energy
+    if not jit:
+        return energy
+    compiled = jax.jit(energy)
+
+    @functools.wraps(energy)
+    def checked(params, samples, log_psi_samples=None):
+        # the values of concrete samples are checked here, before the compiled call
+        samples = _check_samples(samples, n_sites, log_psi_samples)
+        return compiled(params, samples, log_psi_samples)
+
+    checked.lower = compiled.lower
+    return checked
 
 
 def local_energy(
@@ -473,16 +536,7 @@ def local_energy(
     """
     if not isinstance(hamiltonian, SpinHamiltonian):
         raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(hamiltonian).__name__}")
-    if isinstance(samples, (np.ndarray, list, tuple)):
-        samples = validate_states(np.asarray(samples), hamiltonian.n_sites, name="samples")
-    if samples.ndim != 2 or samples.shape[1] != hamiltonian.n_sites:
-        raise ValueError(
-            f"samples: expected shape (batch, {hamiltonian.n_sites}), got {tuple(samples.shape)}"
-        )
-    if log_psi_samples is not None and jnp.shape(log_psi_samples) != (samples.shape[0],):
-        raise ValueError(
-            f"log_psi_samples: expected shape ({samples.shape[0]},), got {jnp.shape(log_psi_samples)}"
-        )
+    samples = _check_samples(samples, hamiltonian.n_sites, log_psi_samples)
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size <= 0
     ):

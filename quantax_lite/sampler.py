@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.hilbert import all_states, n_up, random_states, sector_size, validate_states
+from quantax_lite.hilbert import all_states, n_up, random_states, sector_size, total_sz_of, validate_states
 from quantax_lite.utils import chunk_map, make_mesh
 from quantax_lite.utils.mesh import batch_sharding, mesh_size, replicated_sharding
 
@@ -239,14 +239,35 @@ def _check_positive_int(name: str, value: Any, allow_zero: bool = False) -> int:
     return int(value)
 
 
-def _validate_initial_states(states: Any, n_chains: int, n_sites: int) -> jax.Array:
-    arr = validate_states(jnp.asarray(states), n_sites, name="initial_states")
-    if arr.shape != (n_chains, n_sites):
+def _validate_initial_states(states: Any, n_chains: int, n_sites: int, total_sz=None) -> jax.Array:
+    """``states`` as int8 (n_chains, n_sites) of +-1, every chain in the sector ``total_sz``
+    (None: any); values are checked for concrete arrays only."""
+    if not hasattr(states, "shape") or not hasattr(states, "dtype"):
+        states = np.asarray(states)
+    if tuple(states.shape) != (n_chains, n_sites):
         raise ValueError(
             f"initial_states: expected shape (n_chains, n_sites) = {(n_chains, n_sites)}, "
-            f"got {arr.shape}"
+            f"got {tuple(states.shape)}"
         )
-    return arr
+    arr = validate_states(states, n_sites, name="initial_states")
+    if total_sz is not None and not isinstance(arr, jax.core.Tracer):
+        twice = int(round(2 * float(total_sz)))
+        if isinstance(arr, jax.Array):  # one reduction on the devices; details only on failure
+            if bool(jnp.all(jnp.sum(arr.astype(jnp.int32), axis=1) == twice)):
+                return arr
+            if not arr.is_fully_addressable:
+                raise ValueError(
+                    f"initial_states: some chains are outside the sampler's sector total_sz={total_sz:g}"
+                )
+        sz = total_sz_of(arr)
+        wrong = np.nonzero(2 * sz != twice)[0]
+        if wrong.size:
+            c = int(wrong[0])
+            raise ValueError(
+                f"initial_states: chain {c} has total_sz={sz[c]:g}, the sampler's sector is "
+                f"total_sz={total_sz:g} ({wrong.size} of {n_chains} chains outside it)"
+            )
+    return jnp.asarray(arr)
 
 
 def _onto_mesh(tree: Any, sharding) -> Any:
@@ -368,14 +389,19 @@ class MetropolisSampler:
 
     def init(self, key: jax.Array, params: Any, initial_states: Any = None) -> SamplerState:
         """Start the chains: random configurations (in the ``total_sz`` sector when the
-        rule conserves Sz) or ``initial_states`` int8 (n_chains, n_sites)."""
+        rule conserves Sz) or ``initial_states`` int8 (n_chains, n_sites).
+
+        ``initial_states`` must be +-1 with that shape and, when the rule conserves Sz and
+        ``total_sz`` is not None, lie in the sector ``total_sz`` (the chains could never
+        reach it): ValueError naming ``initial_states`` otherwise.
+        """
         mesh = self._resolved_mesh()
         key, k_init = jax.random.split(key)
+        sector = self.total_sz if self.rule.conserves_sz else None
         if initial_states is None:
-            sector = self.total_sz if self.rule.conserves_sz else None
             states = random_states(k_init, self.n_sites, self.n_chains, total_sz=sector)
         else:
-            states = _validate_initial_states(initial_states, self.n_chains, self.n_sites)
+            states = _validate_initial_states(initial_states, self.n_chains, self.n_sites, sector)
         replicated = replicated_sharding(mesh)
         states = _onto_mesh(states, batch_sharding(mesh, 2))
         key, params = _onto_mesh((key, params), replicated)
@@ -523,9 +549,19 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class ExactSamplerState:
-    """State of the exact sampler: only the PRNG key for the next call."""
+    """State of the exact sampler: the PRNG key for the next call and, for drivers written
+    for :class:`SamplerState`, per "chain" (see ``ExactSampler.n_chains``):
+
+    states: int8 (n_chains, n_sites), the last draw of every chain (random configurations
+        of the sector, or the given ``initial_states``, before the first call);
+    n_accepted, n_proposed: int32 (n_chains,), the draws of the last call (every
+        independent draw counts as an accepted move).
+    """
 
     key: jax.Array
+    states: jax.Array = None
+    n_accepted: jax.Array = None
+    n_proposed: jax.Array = None
 
 
 @dataclass(frozen=True)
@@ -536,6 +572,11 @@ class ExactSampler:
     total_sz: restrict to one Sz sector (units of spin 1/2), None = full space;
     chunk_size, mesh: passed to ``chunk_map`` for evaluating log_psi on every state.
     Enumerates at most ``max_states`` configurations (default 2**22).
+    n_chains: the number of sequences the independent draws are split into (default 1),
+    with the chain-major layout of :class:`MetropolisSampler` (``per_chain(x, n_chains)``);
+    ``n_samples`` must be a multiple of it. It lets a driver written for the Metropolis
+    sampler (``sampler.n_chains``, ``state.n_accepted`` / ``state.n_proposed``) run on exact
+    draws; the draws do not depend on it.
     """
 
     log_psi: Callable
@@ -544,11 +585,13 @@ class ExactSampler:
     chunk_size: int | None = None
     mesh: Any = None
     max_states: int = 2**22
+    n_chains: int = 1
 
     def __post_init__(self):
         if not callable(self.log_psi):
             raise TypeError(f"log_psi must be callable, got {type(self.log_psi).__name__}")
         _check_positive_int("n_sites", self.n_sites)
+        _check_positive_int("n_chains", self.n_chains)
         if self.chunk_size is not None:
             _check_positive_int("chunk_size", self.chunk_size)
         n_states = sector_size(self.n_sites, self.total_sz)  # ValueError for a bad sector
@@ -558,6 +601,10 @@ class ExactSampler:
                 f"{n_states} configurations, more than max_states={self.max_states}"
             )
 
+    def _resolved_mesh(self):
+        """The device mesh (as :meth:`MetropolisSampler._resolved_mesh`, which drivers call)."""
+        return make_mesh() if self.mesh is None else self.mesh
+
     def states(self) -> jax.Array:
         """Every configuration of the space, int8 (n_states, n_sites)."""
         return jnp.asarray(all_states(self.n_sites, total_sz=self.total_sz))
@@ -565,7 +612,7 @@ class ExactSampler:
     def probabilities(self, params: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(states int8 (n_states, n_sites), log_psi (n_states,), |psi|^2 normalized)."""
         states = self.states()
-        mesh = make_mesh() if self.mesh is None else self.mesh
+        mesh = self._resolved_mesh()
         log_psi = chunk_map(
             self.log_psi, in_axes=(None, 0), chunk_size=self.chunk_size, mesh=mesh
         )(params, states)
@@ -574,17 +621,33 @@ class ExactSampler:
         return states, log_psi, p / jnp.sum(p)
 
     def init(self, key: jax.Array, params: Any = None, initial_states: Any = None):
-        """The exact sampler keeps no chains: the state is the key (initial_states unused)."""
-        return ExactSamplerState(key)
+        """The state: the key (the draws depend on it only), zero counts and the chains'
+        current configurations, ``initial_states`` (n_chains, n_sites) of the sector when
+        given, else random ones (they do not influence the draws)."""
+        if initial_states is None:
+            # fold_in: the draws stay those of ``key``
+            states = random_states(jax.random.fold_in(key, 1), self.n_sites, self.n_chains, self.total_sz)
+        else:
+            states = _validate_initial_states(initial_states, self.n_chains, self.n_sites, self.total_sz)
+        zeros = jnp.zeros((self.n_chains,), jnp.int32)
+        return ExactSamplerState(key, states, zeros, zeros)
 
     def sample(self, state: ExactSamplerState, params: Any, n_samples: int):
         """n_samples independent draws: (samples int8 (n_samples, n_sites),
         log_psi (n_samples,), new state)."""
         n_samples = _check_positive_int("n_samples", n_samples)
+        if n_samples % self.n_chains:
+            raise ValueError(
+                f"n_samples={n_samples} must be a multiple of n_chains={self.n_chains}"
+            )
         states, log_psi, p = self.probabilities(params)
         key, k_draw = jax.random.split(state.key)
         index = _draw_indices(k_draw, p, n_samples)
-        return states[index], log_psi[index], ExactSamplerState(key)
+        samples = states[index]
+        per = n_samples // self.n_chains
+        counts = jnp.full((self.n_chains,), per, jnp.int32)
+        last = samples.reshape(self.n_chains, per, self.n_sites)[:, -1]
+        return samples, log_psi[index], ExactSamplerState(key, last, counts, counts)
 
 
 @partial(jax.jit, static_argnums=(2,))

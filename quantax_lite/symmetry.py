@@ -69,14 +69,21 @@ class Symmetry:
       perms: ``(G, n_sites)`` int32, ``(g s)[i] = flips[g] * s[perms[g, i]]``.
       flips: ``(G,)`` int8, +1 or -1 (global spin inversion).
       characters: ``(G,)`` complex128, a 1-D representation of the group.
+      lattice: the :class:`~quantax_lite.lattice.Lattice` the group was built for (set by
+        the builders of this module; ``None`` for a table given by hand). Functions that
+        pair a group with a lattice (``make_conv_nqs``, ``make_rbm_nqs``,
+        ``exact.ground_state``) reject a group of another lattice, and :func:`product`
+        multiplies only groups of one lattice.
 
-    Arrays are read-only; instances are hashable and compare by value, so they can be
-    attributes of flax modules or static arguments of ``jax.jit``.
+    Arrays are read-only; instances are hashable and compare by value (perms, flips,
+    characters; not the lattice), so they can be attributes of flax modules or static
+    arguments of ``jax.jit``.
     """
 
     perms: np.ndarray
     flips: np.ndarray
     characters: np.ndarray
+    lattice: Lattice | None = None
 
     def __post_init__(self):
         perms = np.array(self.perms, copy=True)
@@ -101,6 +108,14 @@ class Symmetry:
             raise ValueError(f"characters: expected shape ({G},), got {chars.shape}")
         if not np.all(np.isfinite(chars)):
             raise ValueError("characters: entries must be finite")
+        if self.lattice is not None:
+            if not isinstance(self.lattice, Lattice):
+                raise TypeError(
+                    "lattice: expected a quantax_lite.lattice.Lattice or None, "
+                    f"got {type(self.lattice).__name__}"
+                )
+            if self.lattice.n_sites != n:
+                raise ValueError(f"lattice: has {self.lattice.n_sites} sites, the group acts on {n}")
 
         for a in (perms, flips, chars):
             a.setflags(write=False)
@@ -231,12 +246,14 @@ class Symmetry:
     def __repr__(self) -> str:
         return (
             f"Symmetry(n_elements={self.n_elements}, n_sites={self.n_sites}, "
-            f"spin_inversion={self.has_spin_inversion}, trivial_sector={self.is_trivial_sector})"
+            f"spin_inversion={self.has_spin_inversion}, trivial_sector={self.is_trivial_sector}"
+            + ("" if self.lattice is None else f", lattice={self.lattice.name}")
+            + ")"
         )
 
 
 # ---------------------------------------------------------------------- builders
-def _from_elements(elements, n_sites: int) -> Symmetry:
+def _from_elements(elements, n_sites: int, lattice: Lattice | None = None) -> Symmetry:
     """Build a Symmetry from ``(perm, flip, character)`` triples, merging repeated elements.
 
     Raises ValueError when one element appears with two different characters.
@@ -264,6 +281,7 @@ def _from_elements(elements, n_sites: int) -> Symmetry:
         np.stack(perms).reshape(len(perms), n_sites),
         np.array(flips, dtype=np.int8),
         np.array(chars, dtype=np.complex128),
+        lattice,
     )
 
 
@@ -276,7 +294,7 @@ def _check_lattice(lattice) -> Lattice:
 def identity(lattice: Lattice) -> Symmetry:
     """The trivial group (one element, character 1)."""
     lattice = _check_lattice(lattice)
-    return _from_elements([(np.arange(lattice.n_sites), 1, 1.0)], lattice.n_sites)
+    return _from_elements([(np.arange(lattice.n_sites), 1, 1.0)], lattice.n_sites, lattice)
 
 
 def translations(lattice: Lattice, momentum=None) -> Symmetry:
@@ -315,7 +333,7 @@ def translations(lattice: Lattice, momentum=None) -> Symmetry:
     for r in coords:
         perm = lattice.site_index(coords + r)
         elements.append((perm, 1, np.exp(1j * float(np.dot(k, r)))))
-    return _from_elements(elements, lattice.n_sites)
+    return _from_elements(elements, lattice.n_sites, lattice)
 
 
 def _site_map_perm(lattice: Lattice, f) -> np.ndarray:
@@ -388,7 +406,7 @@ def point_group(lattice: Lattice, kind: str | None = None, characters=None) -> S
         if chars.shape != (len(maps),):
             raise ValueError(f"characters: expected {len(maps)} values for {kind}, got shape {chars.shape}")
     elements = [(_site_map_perm(lattice, f), 1, chi) for f, chi in zip(maps, chars)]
-    return _from_elements(elements, lattice.n_sites)
+    return _from_elements(elements, lattice.n_sites, lattice)
 
 
 def spin_inversion(lattice: Lattice, parity: int = 1) -> Symmetry:
@@ -400,7 +418,7 @@ def spin_inversion(lattice: Lattice, parity: int = 1) -> Symmetry:
     if parity not in (1, -1):
         raise ValueError(f"parity: expected +1 or -1, got {parity!r}")
     e = np.arange(lattice.n_sites)
-    return _from_elements([(e, 1, 1.0), (e, -1, float(parity))], lattice.n_sites)
+    return _from_elements([(e, 1, 1.0), (e, -1, float(parity))], lattice.n_sites, lattice)
 
 
 def product(*groups: Symmetry) -> Symmetry:
@@ -409,6 +427,8 @@ def product(*groups: Symmetry) -> Symmetry:
     Element order: the first group's index varies slowest; elements reached twice are
     merged (ValueError if their characters differ), and the result is validated
     (ValueError if the set is not closed, e.g. the groups do not normalize each other).
+    Groups built for different lattices raise ValueError (also with the same number of
+    sites); the product knows the groups' common lattice (``None`` if none of them does).
     """
     if not groups:
         raise ValueError("groups: expected at least one Symmetry")
@@ -419,6 +439,17 @@ def product(*groups: Symmetry) -> Symmetry:
     for i, g in enumerate(groups):
         if g.n_sites != n:
             raise ValueError(f"groups[{i}]: acts on {g.n_sites} sites, groups[0] on {n}")
+    lattice, first = None, None
+    for i, g in enumerate(groups):
+        if g.lattice is None:
+            continue
+        if lattice is None:
+            lattice, first = g.lattice, i
+        elif g.lattice != lattice:
+            raise ValueError(
+                f"groups[{i}]: built for the lattice {g.lattice.name}, groups[{first}] for "
+                f"{lattice.name}; a product needs groups of one lattice"
+            )
     if len(groups) == 1:
         return groups[0]
 
@@ -433,7 +464,7 @@ def product(*groups: Symmetry) -> Symmetry:
                 chi *= grp.characters[idx]
             yield perm, flip, chi
 
-    return _from_elements(elements(), n)
+    return _from_elements(elements(), n, lattice)
 
 
 def full_symmetry(lattice: Lattice) -> Symmetry:

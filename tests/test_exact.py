@@ -180,3 +180,13 @@ def test_bad_input():
         ground_state("heisenberg")
     with pytest.raises(ValueError, match="acts on"):
         ground_state(Heisenberg(Chain(4)), symmetry=translations(Chain(6)))
+
+
+def test_symmetry_of_another_lattice_is_rejected():
+    with pytest.raises(ValueError, match=r"^symmetry: built for the lattice 2x4, the Hamiltonian's lattice is chain:8"):
+        ground_state(Heisenberg(Chain(8)), symmetry=translations(Square(2, 4)))
+    with pytest.raises(ValueError, match=r"^symmetry: built for the lattice 4x2, the Hamiltonian's lattice is 2x4"):
+        ground_state_energy(TransverseFieldIsing(Square(2, 4)), total_sz=None, symmetry=full_symmetry(Square(4, 2)))
+    # the group of the Hamiltonian's own lattice (or an equal copy of it) is accepted
+    e = ground_state_energy(Heisenberg(Chain(8)), symmetry=translations(Chain(8)))
+    assert abs(e - ground_state_energy(Heisenberg(Chain(8)))) < 1e-10

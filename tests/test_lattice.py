@@ -141,3 +141,27 @@ def test_bad_input():
         Square(4).bonds(0)
     with pytest.raises(ValueError, match="shape"):
         Lattice(())
+
+
+def test_lattices_need_two_sites():
+    with pytest.raises(ValueError, match=r"^L: expected an int >= 2 \(a chain needs at least 2 sites\), got 1"):
+        Chain(1)
+    with pytest.raises(ValueError, match=r"^L: expected an int >= 2 \(a chain needs at least 2 sites\), got 1"):
+        Chain(1, pbc=False)
+    with pytest.raises(ValueError, match=r"^Lx, Ly: a square lattice needs at least 2 sites, got 1x1"):
+        Square(1)
+    with pytest.raises(ValueError, match=r"^Lx, Ly: a square lattice needs at least 2 sites, got 1x1"):
+        Square(1, 1, pbc=False)
+    for shape in ((1,), (1, 1), (1, 1, 1)):
+        with pytest.raises(ValueError, match=r"^shape: a lattice needs at least 2 sites, got shape"):
+            Lattice(shape)
+    with pytest.raises(ValueError, match=r"^Lx: expected a positive int, got 0"):
+        Square(0, 4)
+    with pytest.raises(ValueError, match=r"^Ly: expected a positive int, got 0"):
+        Square(4, 0)
+    with pytest.raises(ValueError, match=r"^shape\[1\]: expected a positive int, got -3"):
+        Lattice((2, -3))
+    with pytest.raises(TypeError, match=r"^L: expected a positive int, got True"):
+        Chain(True)
+    # the smallest lattices still work
+    assert Chain(2).n_sites == 2 and Square(1, 2).n_sites == 2 and Square(2, 1).bonds(1).tolist() == [[0, 1]]

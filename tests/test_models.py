@@ -703,3 +703,60 @@ def test_signed_needs_complex_output():
         ConvResNet((4,), signed=True, complex_output=False)
     with pytest.raises(ValueError, match="signed"):
         ConvResNet((4,), signed=True).bind({}).position_log_amplitudes(np.ones((1, 4), np.int8))
+
+
+# --------------------------------------------------------------------------- #
+# input checks at the public boundary                                          #
+# --------------------------------------------------------------------------- #
+
+SPIN_CHECK_MODELS = {
+    "rbm": lambda: (RBM(1), 6),
+    "real rbm": lambda: (RBM(0.5, complex_output=False), 6),
+    "conv": lambda: (make_conv_nqs(Chain(6), None, channels=2, depth=1), 6),
+    "conv dense": lambda: (make_conv_nqs(Square(2, 3), None, channels=2, depth=1, conv="dense"), 6),
+    "symmetrized conv": lambda: (make_conv_nqs(Square(2, 4), qsym.full_symmetry(Square(2, 4)), channels=2, depth=1), 8),
+    "symmetrized rbm": lambda: (make_rbm_nqs(Chain(6, pbc=False), qsym.point_group(Chain(6, pbc=False))), 6),
+}
+
+
+@pytest.mark.parametrize("name", list(SPIN_CHECK_MODELS))
+def test_apply_rejects_non_spin_configurations(rng, name):
+    model, n = SPIN_CHECK_MODELS[name]()
+    s = random_spins(rng, n, int(rng.integers(2, 6)))
+    params = random_params(model, s, rng)
+    bad = s.astype(np.float64 if rng.random() < 0.5 else np.int8)
+    bad[rng.integers(len(s)), rng.integers(n)] = rng.choice([0, 2, -3])
+    for arr in (bad, jnp.asarray(bad)):
+        with pytest.raises(ValueError, match=r"^s: entries must be \+1 or -1"):
+            model.apply(params, arr)
+        with pytest.raises(ValueError, match=r"^s: entries must be \+1 or -1"):
+            model.init(KEY, arr)
+    with pytest.raises(ValueError, match=rf"^s: expected spin configurations of shape \(batch, {n}\)"):
+        model.apply(params, s[:, :-1])
+    with pytest.raises(ValueError, match=rf"^s: expected spin configurations of shape \(batch, {n}\)"):
+        model.apply(params, np.concatenate([s, s[:, :1]], axis=1))
+    with pytest.raises(ValueError, match=rf"^s: expected spin configurations of shape \(batch, {n}\)"):
+        model.apply(params, s[0])
+    with pytest.raises(TypeError, match=r"^s: expected an integer"):
+        model.apply(params, s > 0)
+    # valid input: eager (numpy / jax, int8 / float) and jitted give the same numbers
+    ref = np.asarray(jitted(model)(params, s))
+    for arr in (s, jnp.asarray(s), s.astype(np.float32)):
+        np.testing.assert_allclose(np.asarray(model.apply(params, arr)), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_symmetry_of_another_lattice_is_rejected():
+    sq = Square(4)
+    for other in (Chain(16), Square(2, 8), Square(8, 2)):
+        with pytest.raises(ValueError, match=r"^symmetry: built for the lattice 4x4, not for the model's lattice"):
+            make_conv_nqs(other, qsym.translations(sq), channels=2, depth=1)
+        with pytest.raises(ValueError, match=r"^symmetry: built for the lattice 4x4"):
+            make_rbm_nqs(other, qsym.spin_inversion(sq))
+    with pytest.raises(ValueError, match=r"^symmetry: built for the lattice chain:16, not for the model's lattice 4x4"):
+        make_conv_nqs(sq, qsym.full_symmetry(Chain(16)), channels=2, depth=1)
+    with pytest.raises(ValueError, match=r"^symmetry: built for the lattice 4x4:open"):
+        make_rbm_nqs(sq, qsym.point_group(Square(4, pbc=False)))
+    # the lattice the group was built for (also an equal copy, and products of its groups)
+    group = qsym.translations(sq) * qsym.spin_inversion(Square(4, 4))
+    assert make_conv_nqs(Square(4, 4), group, channels=2, depth=1).n_elements == 32
+    assert make_rbm_nqs(sq, group).n_elements == 32

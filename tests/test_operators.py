@@ -355,3 +355,82 @@ def test_bad_input():
         ham.to_sparse(np.concatenate([all_states(6, 0)] * 2))
     with pytest.raises(ValueError, match=r"\+1 or -1"):
         ham.to_sparse(np.zeros((3, 6), np.int8))
+
+
+# ----------------------------------------------------------------- input checks
+BAD_VALUES = (0, 2, -2, 3, 0.5)
+
+
+def corrupt(rng, s):
+    """A copy of the spin batch ``s`` with one random entry replaced by a random non-spin value."""
+    bad = np.array(s, dtype=np.float64 if rng.random() < 0.3 else np.int8)
+    value = rng.choice(BAD_VALUES)
+    if bad.dtype == np.int8:
+        value = int(value) if float(value).is_integer() else 0
+    bad[tuple(rng.integers(0, n) for n in bad.shape)] = value
+    return bad
+
+
+@pytest.mark.parametrize("make_ham", [lambda: Heisenberg(Chain(6), J2=0.3), lambda: TransverseFieldIsing(Square(2, 3))])
+def test_non_spin_configurations_are_rejected(rng, make_ham):
+    ham = make_ham()
+    n = ham.n_sites
+    s = rng.choice(np.array([-1, 1], np.int8), size=(int(rng.integers(2, 6)), n))
+    bad = corrupt(rng, s)
+    for arr in (bad, jnp.asarray(bad)):
+        with pytest.raises(ValueError, match=r"^s: entries must be \+1 or -1"):
+            ham.diagonal(arr)
+        with pytest.raises(ValueError, match=r"^s: entries must be \+1 or -1"):
+            ham.connected(arr)
+        with pytest.raises(ValueError, match=r"^s: expected configurations of shape \(\.\.\., 6\)"):
+            ham.diagonal(arr[:, :-1])
+        with pytest.raises(ValueError, match=r"^s: expected configurations of shape \(\.\.\., 6\)"):
+            ham.connected(np.concatenate([s, s[:, :1]], axis=1))
+    with pytest.raises(TypeError, match=r"^s: expected an integer"):
+        ham.diagonal(s > 0)
+    with pytest.raises(TypeError, match=r"^s: expected an integer"):
+        ham.connected(s.astype(np.complex128))
+    # valid input: numpy, jax and jitted give the same numbers, also for extra batch axes
+    d = np.asarray(ham.diagonal(s))
+    np.testing.assert_allclose(d, np.asarray(jax.jit(ham.diagonal)(jnp.asarray(s))), rtol=0, atol=1e-14)
+    c, m = ham.connected(s)
+    cj, mj = jax.jit(ham.connected)(jnp.asarray(s, jnp.float32))
+    np.testing.assert_array_equal(c, cj)
+    np.testing.assert_allclose(m, mj, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(ham.diagonal(s[None])), d[None])
+    np.testing.assert_allclose(m[:, 0], d, rtol=0, atol=1e-14)
+
+
+def test_local_energy_rejects_non_spin_samples(rng):
+    ham = Heisenberg(Chain(6))
+    log_psi, params = make_log_psi(6, seed=int(rng.integers(1000)))
+    s = rng.choice(np.array([-1, 1], np.int8), size=(8, 6))
+    bad = corrupt(rng, s)
+    f = make_local_energy(ham, log_psi)
+    g = make_local_energy(ham, log_psi, jit=False)
+    for arr in (bad, jnp.asarray(bad)):
+        with pytest.raises(ValueError, match=r"^samples: entries must be \+1 or -1"):
+            local_energy(ham, log_psi, params, arr)
+        for fn in (f, g):
+            with pytest.raises(ValueError, match=r"^samples: entries must be \+1 or -1"):
+                fn(params, arr)
+    for fn in (f, g):
+        with pytest.raises(ValueError, match=r"^samples: expected shape \(batch, 6\)"):
+            fn(params, s[:, :5])
+        with pytest.raises(ValueError, match=r"^samples: expected shape \(batch, 6\)"):
+            fn(params, s[0])
+        with pytest.raises(TypeError, match=r"^samples: expected an integer"):
+            fn(params, s > 0)
+        with pytest.raises(ValueError, match=r"^log_psi_samples: expected shape \(8,\)"):
+            fn(params, s, jnp.zeros(7))
+    # valid samples: every entry point gives the same energies, also inside an outer jit
+    ref = np.asarray(local_energy(ham, log_psi, params, s, pack=False))
+    for got in (f(params, s), f(params, jnp.asarray(s)), g(params, jnp.asarray(s)), jax.jit(g)(params, s), jax.jit(f)(params, s)):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_marshall_sign_checks_states():
+    with pytest.raises(ValueError, match=r"^states: "):
+        marshall_sign(Square(2, 2), np.ones((3, 5), np.int8))
+    with pytest.raises(ValueError, match=r"^states: entries must be \+1 or -1"):
+        marshall_sign(Square(2, 2), np.zeros((3, 4), np.int8))

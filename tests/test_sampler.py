@@ -294,3 +294,69 @@ def test_bad_arguments():
         MetropolisSampler(log_psi, "flip", 8, 6)
     with pytest.raises(ValueError, match="max_states"):
         ExactSampler(log_psi, 30)
+
+
+def _states_in_sector(rng, n_chains, n_sites, total_sz):
+    up = n_sites // 2 + int(total_sz)
+    base = np.where(np.arange(n_sites) < up, 1, -1).astype(np.int8)
+    return np.stack([rng.permutation(base) for _ in range(n_chains)])
+
+
+def test_initial_states_outside_the_sector_are_rejected(rng):
+    params = random_params(int(rng.integers(1000)), 6)
+    bonds = Chain(6).bonds()
+    good = _states_in_sector(rng, 8, 6, 0)
+    bad = good.copy()
+    c = int(rng.integers(8))
+    bad[c] = _states_in_sector(rng, 1, 6, rng.choice([-2, -1, 1, 2, 3]))[0]
+    sampler = MetropolisSampler(log_psi, Exchange(bonds), 8, 6)  # total_sz=0 by default
+    for arr in (bad, jnp.asarray(bad)):
+        with pytest.raises(ValueError, match=rf"^initial_states: chain {c} has total_sz=-?\d(\.\d)?, the sampler's sector is total_sz=0"):
+            sampler.init(jax.random.key(0), params, initial_states=arr)
+    with pytest.raises(ValueError, match=r"^initial_states: chain \d has total_sz=0, the sampler's sector is total_sz=1"):
+        MetropolisSampler(log_psi, Exchange(bonds, anti_aligned=True), 8, 6, total_sz=1).init(
+            jax.random.key(0), params, initial_states=good)
+    noisy = good.copy()
+    noisy[rng.integers(8), rng.integers(6)] = rng.choice([0, 2, -3])
+    for arr in (noisy, jnp.asarray(noisy)):
+        with pytest.raises(ValueError, match=r"^initial_states: entries must be \+1 or -1"):
+            sampler.init(jax.random.key(0), params, initial_states=arr)
+    with pytest.raises(ValueError, match=r"^initial_states: expected shape \(n_chains, n_sites\) = \(8, 6\), got \(8, 5\)"):
+        sampler.init(jax.random.key(0), params, initial_states=good[:, :5])
+    with pytest.raises(ValueError, match=r"^initial_states: expected shape \(n_chains, n_sites\) = \(8, 6\), got \(16, 6\)"):
+        sampler.init(jax.random.key(0), params, initial_states=np.concatenate([good, good]))
+    # accepted: states of the sector, any states for total_sz=None or a rule that changes Sz
+    for s, arr in ((sampler, good), (MetropolisSampler(log_psi, Exchange(bonds), 8, 6, total_sz=None), bad),
+                   (MetropolisSampler(log_psi, LocalFlip(), 8, 6), bad)):
+        state = s.init(jax.random.key(0), params, initial_states=jnp.asarray(arr))
+        np.testing.assert_array_equal(np.asarray(state.states), arr)
+
+
+def test_exact_sampler_has_the_driver_attributes():
+    params = random_params(3, 6)
+    sampler = ExactSampler(log_psi, 6, total_sz=0)
+    assert sampler.n_chains == 1
+    state = sampler.init(jax.random.key(0), params)
+    assert state.n_accepted.shape == state.n_proposed.shape == (1,)
+    assert state.states.shape == (1, 6) and int(jnp.sum(state.states)) == 0
+    samples, lp, state = sampler.sample(state, params, 24)
+    assert samples.shape == (24, 6) and np.all(np.asarray(samples).sum(axis=1) == 0)
+    assert int(jnp.sum(state.n_proposed)) == 24 and int(jnp.sum(state.n_accepted)) == 24
+    assert acceptance_rate(state) == 1.0
+    assert per_chain(lp, sampler.n_chains).shape == (1, 24)
+    four = ExactSampler(log_psi, 6, total_sz=0, n_chains=4)
+    s4, lp4, st4 = four.sample(four.init(jax.random.key(0), params), params, 24)
+    assert st4.n_proposed.tolist() == [6] * 4 and st4.n_accepted.tolist() == [6] * 4
+    # the same draws whatever the number of chains
+    np.testing.assert_array_equal(np.asarray(s4), np.asarray(samples))
+    with pytest.raises(ValueError, match="n_samples=10 must be a multiple of n_chains=4"):
+        four.sample(st4, params, 10)
+    np.testing.assert_array_equal(np.asarray(st4.states), np.asarray(s4).reshape(4, 6, 6)[:, -1])
+    with pytest.raises(ValueError, match="n_chains must be >= 1"):
+        ExactSampler(log_psi, 6, n_chains=0)
+    with pytest.raises(ValueError, match=r"^initial_states: chain 0 has total_sz=1, the sampler's sector is total_sz=0"):
+        sampler.init(jax.random.key(0), params, initial_states=np.array([[1, 1, 1, 1, -1, -1]], np.int8))
+    # the driver's step runs with it (as with a MetropolisSampler)
+    step = jax.jit(lambda st: sampler.sample(st, params, 16))
+    _, _, st = step(sampler.init(jax.random.key(1), params))
+    assert int(jnp.sum(st.n_proposed)) == 16

@@ -199,3 +199,30 @@ def test_errors():
     # spin inversion does not map a total_sz != 0 sector to itself
     with pytest.raises(ValueError, match="spin inversion"):
         ground_state(Heisenberg(Chain(6)), total_sz=1, symmetry=spin_inversion(Chain(6)))
+
+
+def test_groups_remember_their_lattice():
+    sq, ch = Square(4), Chain(16)
+    for make in (identity, translations, point_group, spin_inversion, full_symmetry):
+        assert make(sq).lattice == sq and make(ch).lattice == ch
+    assert point_group(Square(2, 4), "C2v").lattice == Square(2, 4)
+    # a product of groups of one lattice knows it (also an equal copy of the lattice)
+    assert (translations(sq) * spin_inversion(Square(4, 4))).lattice == sq
+    assert product(translations(sq), point_group(sq), spin_inversion(sq)).lattice == sq
+    # the lattice is not part of the group's value
+    t = translations(sq)
+    bare = Symmetry(t.perms, t.flips, t.characters)
+    assert bare.lattice is None and bare == t and hash(bare) == hash(t)
+    assert product(bare, spin_inversion(sq)).lattice == sq
+    assert Symmetry(t.perms, t.flips, t.characters, lattice=sq).lattice == sq
+    # groups of different lattices with the same number of sites do not multiply
+    with pytest.raises(ValueError, match=r"^groups\[1\]: built for the lattice chain:16, groups\[0\] for 4x4"):
+        product(translations(sq), spin_inversion(ch))
+    with pytest.raises(ValueError, match=r"^groups\[2\]: built for the lattice 2x8, groups\[0\] for 4x4"):
+        product(translations(sq), bare, point_group(Square(2, 8), "C2v"))
+    with pytest.raises(ValueError, match=r"^groups\[1\]: built for the lattice 4x4:open, groups\[0\] for 4x4"):
+        translations(sq) * point_group(Square(4, pbc=False))
+    with pytest.raises(ValueError, match=r"^lattice: has 8 sites, the group acts on 16"):
+        Symmetry(t.perms, t.flips, t.characters, lattice=Chain(8))
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice or None"):
+        Symmetry(t.perms, t.flips, t.characters, lattice=(4, 4))

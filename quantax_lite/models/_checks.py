@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..hilbert import check_spin_dtype, check_spin_values
 from ..lattice import _parse_length
 
 _REAL_DTYPES = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
@@ -35,14 +36,23 @@ def complex_dtype(dtype) -> np.dtype:
     return _REAL_DTYPES[np.dtype(dtype)]
 
 
-def spin_batch(s, n_sites: int, name: str = "s") -> jax.Array:
-    """Check that ``s`` is a ``(batch, n_sites)`` array of spins and return it as a jax array."""
+def spin_batch(s, n_sites: int | None, name: str = "s") -> jax.Array:
+    """Check that ``s`` is a ``(batch, n_sites)`` array of spins and return it as a jax array.
+
+    ``n_sites=None``: any number of sites. Shape and dtype (integer or real, not bool or
+    complex) are checked always, also inside ``jax.jit``; the values (+1 or -1) only for
+    concrete arrays (a traced batch, e.g. in the compiled sampler or VMC step, is not
+    inspected, so compiled code is unchanged).
+    """
     shape = getattr(s, "shape", None)
-    if shape is None:
-        s = jnp.asarray(s)
+    if shape is None or not hasattr(s, "dtype"):
+        s = np.asarray(s)
         shape = s.shape
-    if len(shape) != 2 or shape[1] != n_sites:
-        raise ValueError(f"{name}: expected spin configurations of shape (batch, {n_sites}), got {tuple(shape)}")
+    if len(shape) != 2 or (n_sites is not None and shape[1] != n_sites):
+        expected = "n_sites" if n_sites is None else n_sites
+        raise ValueError(f"{name}: expected spin configurations of shape (batch, {expected}), got {tuple(shape)}")
+    check_spin_dtype(s, name)
+    check_spin_values(s, name)
     return jnp.asarray(s)
 
 

@@ -89,15 +89,37 @@ def choose_conv(n_sites: int, channels: int, dtype, gradient: bool = False) -> s
     return "gather" if (gradient and name == "float64") else "lax"
 
 
+def _lattice_name(lattice) -> str:
+    return getattr(lattice, "name", None) or repr(lattice)
+
+
+def _symmetry_table(lattice, symmetry):
+    """The checked group table of ``symmetry`` for ``lattice``.
+
+    A group that remembers the lattice it was built for (``symmetry.lattice``, set by the
+    builders of :mod:`quantax_lite.symmetry`) must have been built for this lattice:
+    another lattice with the same number of sites (e.g. a 2x8 or a chain of 16 sites for
+    4x4) raises ValueError. A hand-made table (no lattice) is checked by size only.
+    """
+    for attr in ("perms", "flips", "characters"):
+        if not hasattr(symmetry, attr):
+            raise TypeError(f"symmetry: expected a Symmetry (with perms, flips, characters) or None, got {symmetry!r}")
+    table = group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+    built_for = getattr(symmetry, "lattice", None)
+    if built_for is not None and built_for != lattice:
+        raise ValueError(
+            f"symmetry: built for the lattice {_lattice_name(built_for)}, not for the model's "
+            f"lattice {_lattice_name(lattice)}; build the group from the same lattice"
+        )
+    return table
+
+
 def _lattice_table(lattice, symmetry):
     if not getattr(lattice, "pbc", True):
         raise ValueError("lattice: periodic convolutions need periodic boundaries (pbc=True)")
     if symmetry is None:
         return None
-    for attr in ("perms", "flips", "characters"):
-        if not hasattr(symmetry, attr):
-            raise TypeError(f"symmetry: expected a Symmetry (with perms, flips, characters) or None, got {symmetry!r}")
-    return group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+    return _symmetry_table(lattice, symmetry)
 
 
 def make_conv_nqs(
@@ -119,7 +141,8 @@ def make_conv_nqs(
     Args:
       lattice: a periodic ``Lattice`` (``shape``, ``n_sites``).
       symmetry: a ``Symmetry`` (``perms``, ``flips``, ``characters``) or None (no projection:
-        the bare :class:`ConvResNet` is returned).
+        the bare :class:`ConvResNet` is returned); one built for another lattice (its
+        ``lattice`` attribute) raises ValueError.
       channels, depth, kernel_size: architecture; None takes
         :func:`default_conv_architecture`.
       dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
@@ -179,5 +202,5 @@ def make_rbm_nqs(lattice, symmetry=None, alpha: float = 1, dtype=jnp.float64, co
     base = RBM(alpha=alpha, dtype=dtype, complex_output=complex_output)
     if symmetry is None:
         return base
-    perms, flips, chars = group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+    perms, flips, chars = _symmetry_table(lattice, symmetry)
     return Symmetrized(base, perms, flips, chars)

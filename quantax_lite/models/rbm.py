@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import complex_dtype, real_dtype
+from ._checks import complex_dtype, real_dtype, spin_batch
 
 __all__ = ["RBM", "log_cosh"]
 
@@ -73,8 +73,11 @@ class RBM(nn.Module):
 
     @nn.compact
     def __call__(self, s):
-        if s.ndim != 2:
-            raise ValueError(f"s: expected spin configurations of shape (batch, n_sites), got {s.shape}")
+        kernel_name = "kernel_re" if self.complex_output else "kernel"
+        known = None  # the number of sites of existing parameters (None while initializing)
+        if self.has_variable("params", kernel_name):
+            known = self.get_variable("params", kernel_name).shape[0]
+        s = spin_batch(s, known)
         n_sites = s.shape[-1]
         n_hidden = max(1, int(round(self.alpha * n_sites)))
         x = s.astype(real_dtype(self.dtype))
