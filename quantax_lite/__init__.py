@@ -14,8 +14,9 @@ The public API, by topic (each lives in a small module of its own):
 - sampling and statistics: :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
   :class:`Exchange`, :class:`Mixture`, :func:`statistics`
 - optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`
-- the driver: :class:`VMC`, :func:`run`, :func:`energy_estimate`, :func:`save_checkpoint`,
-  :func:`load_checkpoint`
+- the driver: :class:`VMC`, :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
+  :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
+  :func:`lock_run_folder`
 """
 from .exact import exact_expectation, ground_state, ground_state_energy
 from .hilbert import all_states, random_states
@@ -28,7 +29,10 @@ from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
 from .utils import chunk_map, make_mesh, make_precompile_mesh
-from .vmc import VMC, VMCState, energy_estimate, load_checkpoint, run, save_checkpoint
+from .run_folder import RunFolderBusy, lock_run_folder
+from .vmc import (
+    VMC, Diverged, VMCState, energy_estimate, load_checkpoint, load_latest_checkpoint, run, save_checkpoint,
+)
 
 __version__ = "0.1.0"
 
@@ -43,5 +47,6 @@ __all__ = [
     "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture", "per_chain",
     "Stats", "statistics",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
-    "VMC", "VMCState", "run", "energy_estimate", "save_checkpoint", "load_checkpoint",
+    "VMC", "VMCState", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
+    "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
 ]

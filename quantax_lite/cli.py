@@ -12,7 +12,9 @@ import math
 import os
 import re
 import sys
+import threading
 import time
+import warnings
 
 DEFAULTS = dict(lattice="4x4", hamiltonian="heisenberg", iters=600, samples=1024, lr=0.02)
 
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="network output: positive (real log psi) for sign-free ground states; signed (a "
                         "real psi with a learned sign, for real Hamiltonians with a sign structure); "
                         "complex (a free phase); auto: positive for heisenberg with the Marshall sign and "
-                        "for tfim, signed otherwise")
+                        "for tfim with h >= 0 (sign-free), signed otherwise")
     g.add_argument("--precision", default="f32", choices=["f32", "f64"],
                    help="network precision (the SR solve is always float64)")
     g = t.add_argument_group("optimization")
@@ -107,13 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="PRNG seed")
     g = t.add_argument_group("output")
     g.add_argument("--out", default=None, help="output directory (default runs/<hamiltonian>_<lattice>)")
-    g.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest readable checkpoint")
+    g.add_argument("--restart", action="store_true",
+                   help="delete the run in --out (log, checkpoints, summary, plot) and start it again")
     g.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints")
+    g.add_argument("--keep-checkpoints", type=int, default=3,
+                   help="how many of the newest checkpoints to keep (an older one is used when the "
+                        "newest is damaged)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = t.add_argument_group("multi-process (JAX's multi-controller runtime)")
     g.add_argument("--coordinator", default=None, help="HOST:PORT of process 0")
     g.add_argument("--num-processes", type=int, default=None, help="number of processes")
     g.add_argument("--process-id", type=int, default=None, help="this process's index")
+    g.add_argument("--init-timeout", type=int, default=300,
+                   help="seconds to wait for every process to join before giving up")
     g.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() with auto-detection (SLURM, Open MPI, ...)")
     return parser
@@ -150,14 +160,24 @@ def check_options(args, n_devices: int) -> None:
         v = getattr(args, name)
         if v is not None and v <= 0:
             raise UsageError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}.")
-    if args.lr <= 0:
-        raise UsageError(f"--lr: expected a positive number, got {args.lr}.")
-    if args.lr_half_life <= 0:
-        raise UsageError(f"--lr-half-life: expected a positive number, got {args.lr_half_life}.")
-    if args.diag_shift < 0 or args.diag_scale < 0:
-        raise UsageError("--diag-shift and --diag-scale must be >= 0.")
+    for name in ("lr", "lr_half_life"):
+        v = getattr(args, name)
+        if not (math.isfinite(v) and v > 0):
+            raise UsageError(f"--{name.replace('_', '-')}: expected a finite positive number, got {v}.")
+    for name in ("diag_shift", "diag_scale"):
+        v = getattr(args, name)
+        if not (math.isfinite(v) and v >= 0):
+            raise UsageError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {v}.")
+    for name in ("J2", "h"):
+        v = getattr(args, name)
+        if v is not None and not math.isfinite(v):
+            raise UsageError(f"--{name}: expected a finite number, got {v}.")
     if not 0 <= args.sr_momentum < 1:
         raise UsageError(f"--sr-momentum: expected a number in [0, 1), got {args.sr_momentum}.")
+    if args.keep_checkpoints < 1:
+        raise UsageError(f"--keep-checkpoints: expected a positive integer, got {args.keep_checkpoints}.")
+    if args.resume and args.restart:
+        raise UsageError("--resume and --restart exclude each other: continue the run, or start it again.")
     chains = args.chains
     if chains % n_devices:
         raise UsageError(
@@ -173,9 +193,28 @@ def check_options(args, n_devices: int) -> None:
             f"--eval-samples {args.eval_samples} must be a multiple of --samples {args.samples} "
             "(the final estimate is drawn in blocks of one step's samples)."
         )
+    check_process_options(args)
+
+
+def check_process_options(args) -> None:
+    """Raise UsageError for inconsistent multi-process options (before any process waits)."""
     multi = [args.coordinator, args.num_processes, args.process_id]
     if any(v is not None for v in multi) and not all(v is not None for v in multi):
         raise UsageError("--coordinator, --num-processes and --process-id go together.")
+    if args.coordinator is None:
+        return
+    m = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+):(\d+)", args.coordinator)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise UsageError(f"--coordinator: expected HOST:PORT with a port in 1..65535, got {args.coordinator!r}.")
+    if args.num_processes < 1:
+        raise UsageError(f"--num-processes: expected a positive integer, got {args.num_processes}.")
+    if not 0 <= args.process_id < args.num_processes:
+        raise UsageError(
+            f"--process-id: expected 0 .. {args.num_processes - 1} (--num-processes {args.num_processes}), "
+            f"got {args.process_id}."
+        )
+    if args.init_timeout < 1:
+        raise UsageError(f"--init-timeout: expected a positive number of seconds, got {args.init_timeout}.")
 
 
 def default_chains(samples: int, n_devices: int) -> int:
@@ -191,17 +230,48 @@ def default_chains(samples: int, n_devices: int) -> int:
 _OPTIONS_OF_EARLIER_RUNS = {"norm": "layer", "gram_precision": "float64"}
 
 
-def prepare_out_dir(out: str, resume: bool) -> None:
-    ckpt = os.path.join(out, "checkpoint.npz")
+def check_out_dir(out: str) -> None:
+    """--out must be a folder this process can create and write."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out}: exists and is not a folder.")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot write there ({err.strerror or err}).") from None
+
+
+def holds_run(out: str) -> bool:
+    """Whether ``out`` holds files of a run (log, checkpoints, summary or plot)."""
+    from .run_folder import RUN_FILES, list_checkpoints
+
+    return bool(list_checkpoints(out)) or any(os.path.exists(os.path.join(out, f)) for f in RUN_FILES)
+
+
+def prepare_out_dir(out: str, resume: bool, restart: bool = False) -> None:
+    """Check that --out suits --resume / --restart / a new run (the caller holds its lock);
+    with --restart, delete the run there."""
+    from .run_folder import list_checkpoints
+    from .vmc import clear_run
+
     if resume:
-        if not os.path.exists(ckpt):
-            raise UsageError(f"--resume: {out} holds no checkpoint.npz to resume from.")
+        if not list_checkpoints(out):
+            stopped = " (the run there stopped before its first checkpoint)" if holds_run(out) else ""
+            raise UsageError(
+                f"--resume: {out} holds no checkpoint to resume from{stopped}; pass --restart "
+                "to start it again."
+            )
         return
-    if os.path.isdir(out) and any(
-        os.path.exists(os.path.join(out, f)) for f in ("checkpoint.npz", "log.jsonl", "summary.json")
-    ):
+    if restart:
+        clear_run(out)
+        return
+    if holds_run(out):
         raise UsageError(
-            f"--out {out} already holds a run; pass --resume to continue it or choose another --out."
+            f"--out {out} already holds a run; pass --resume to continue it, --restart to start "
+            "it again, or choose another --out."
         )
 
 
@@ -215,7 +285,15 @@ def build_system(args):
     from . import symmetry as sym
     from .operators import Heisenberg, TransverseFieldIsing
 
-    lattice = parse_lattice(args.lattice)
+    try:
+        lattice = parse_lattice(args.lattice)
+    except ValueError as err:
+        raise UsageError(f"--lattice {args.lattice}: {err}") from None
+    if args.hamiltonian != "tfim" and lattice.n_sites % 2:
+        raise UsageError(
+            f"--lattice {args.lattice}: {lattice.n_sites} sites; the {args.hamiltonian} model is sampled "
+            "in the Sz = 0 sector, which needs an even number of sites."
+        )
     if args.hamiltonian == "tfim":
         ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if args.h is None else args.h)
     else:
@@ -237,7 +315,9 @@ def amplitude_kind(args, ham) -> str:
     if args.amplitude != "auto":
         return args.amplitude
     if args.hamiltonian == "tfim":
-        return "positive"  # stoquastic: -h sx has negative off-diagonal elements
+        # -h sx: non-positive off-diagonal elements (stoquastic, a positive ground state)
+        # for h >= 0; for h < 0 the ground state carries the sign (-1)^(number of down spins)
+        return "positive" if ham.h >= 0 else "signed"
     if args.hamiltonian == "heisenberg" and ham.marshall_sign:
         return "positive"
     # every Hamiltonian here is real and the sector's characters are 1: a real ground state
@@ -378,21 +458,79 @@ def _init_runtime(args):
         if jax.config.jax_platforms in (None, "", "cpu") or os.environ.get("JAX_PLATFORMS", "") == "cpu":
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
         if args.coordinator is not None:
-            jax.distributed.initialize(
-                coordinator_address=args.coordinator, num_processes=args.num_processes,
-                process_id=args.process_id,
-            )
+            print(f"quantax-lite: process {args.process_id} of {args.num_processes} waiting up to "
+                  f"{args.init_timeout} s for the others at {args.coordinator}", file=sys.stderr, flush=True)
+            # JAX aborts the whole process when its own timeout passes: give up cleanly first
+            watchdog = threading.Timer(args.init_timeout, _give_up_waiting, (args,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                jax.distributed.initialize(
+                    coordinator_address=args.coordinator, num_processes=args.num_processes,
+                    process_id=args.process_id, initialization_timeout=args.init_timeout + 60,
+                )
+            except Exception as err:  # the runtime raises XlaRuntimeError / RuntimeError kinds
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+                raise UsageError(
+                    f"--coordinator {args.coordinator}: could not join the {args.num_processes} "
+                    f"processes ({first})."
+                ) from None
+            finally:
+                watchdog.cancel()
         else:
-            jax.distributed.initialize()
+            jax.distributed.initialize(initialization_timeout=args.init_timeout)
     jax.config.update("jax_enable_x64", True)  # the SR solve runs in float64
+
+
+def _run_config(args) -> dict:
+    """The options that define a run (compared on --resume)."""
+    return {k: v for k, v in vars(args).items()
+            if k not in ("resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters",
+                         "checkpoint_every", "keep_checkpoints", "command", "distributed", "num_processes",
+                         "init_timeout")}
+
+
+def _check_resumable(out: str, config: dict) -> None:
+    """--resume: the options must be those of the run in ``out`` (named when not)."""
+    from .vmc import newest_readable_checkpoint
+
+    found = newest_readable_checkpoint(out)
+    if found is None:
+        raise UsageError(f"--resume: every checkpoint in {out} is damaged; pass --restart to start again.")
+    old = {**_OPTIONS_OF_EARLIER_RUNS, **found[1].get("config", {})}
+    changed = {k: (old.get(k), v) for k, v in config.items() if k in old and old[k] != v}
+    if changed:
+        raise UsageError(
+            "--resume: these options differ from the run in --out: "
+            + ", ".join(f"--{k.replace('_', '-')} {b} (was {a})" for k, (a, b) in changed.items())
+        )
+
+
+def _write_json(path: str, obj: dict) -> None:
+    """Atomically, as strict JSON."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2, allow_nan=False)
+    os.replace(tmp, path)
+
+
+def _give_up_waiting(args) -> None:
+    """Called by a timer thread while jax.distributed.initialize still waits: exit 2."""
+    print(f"quantax-lite train: error: --coordinator {args.coordinator}: not all {args.num_processes} "
+          f"processes joined within --init-timeout {args.init_timeout} s; start every process with the "
+          "same --coordinator and --num-processes and a distinct --process-id.", file=sys.stderr, flush=True)
+    os._exit(2)
 
 
 def train(args) -> dict:
     """Run the training the options describe; returns the summary dict."""
+    import contextlib
+
     import jax
 
-    from .vmc import _finite_or_none, energy_estimate, load_checkpoint, run
+    from .run_folder import lock_run_folder
 
+    check_process_options(args)
     _init_runtime(args)
     n_devices = jax.device_count()
     if args.chains is None:
@@ -402,41 +540,33 @@ def train(args) -> dict:
     check_options(args, n_devices)
     lattice, ham, group = build_system(args)
     out = args.out or os.path.join("runs", f"{args.hamiltonian}_{lattice.name.replace(':', '')}")
-    prepare_out_dir(out, args.resume)
     main = jax.process_index() == 0
     if main:
-        os.makedirs(out, exist_ok=True)
+        check_out_dir(out)
+    # process 0 owns the folder from here to the summary
+    with lock_run_folder(out) if main else contextlib.nullcontext():
+        if main:
+            prepare_out_dir(out, args.resume, args.restart)
+        return _train(args, out, lattice, ham, group, main)
 
-    config = {k: v for k, v in vars(args).items()
-              if k not in ("resume", "out", "no_progress", "coordinator", "process_id", "iters",
-                           "checkpoint_every", "command", "distributed", "num_processes")}
+
+def _train(args, out, lattice, ham, group, main) -> dict:
+    import jax
+
+    from .vmc import Diverged, _finite_or_none, energy_estimate, load_latest_checkpoint, run
+
+    n_devices = jax.device_count()
+    config = _run_config(args)
+    if args.resume:
+        _check_resumable(out, config)
     exact = reference_energy(args, lattice, ham)
     vmc, state, n_params = build_vmc(args, lattice, ham, group)
     if args.resume:
-        state, meta = load_checkpoint(os.path.join(out, "checkpoint.npz"), state)
-        old = {**_OPTIONS_OF_EARLIER_RUNS, **meta.get("config", {})}
-        changed = {k: (old.get(k), v) for k, v in config.items() if k in old and old[k] != v}
-        if changed:
-            raise UsageError(
-                "--resume: these options differ from the run in --out: "
-                + ", ".join(f"--{k.replace('_', '-')} {b} (was {a})" for k, (a, b) in changed.items())
-            )
+        state, _, path = load_latest_checkpoint(out, state)
     if main and not args.no_progress:
         print(f"quantax-lite: {ham!r}, {n_params} parameters, {args.samples} samples/step, "
               f"{n_devices} device(s); writing {out}", file=sys.stderr)
 
-    t0 = time.perf_counter()
-    state, records = run(vmc, state, args.iters, out_dir=out, checkpoint_every=args.checkpoint_every,
-                         progress=not args.no_progress, metadata={"config": config})
-    # seconds per iteration after the first step of this call (which includes compilation)
-    if len(records) > 1:
-        per_iteration = (records[-1]["wall_time_s"] - records[0]["wall_time_s"]) / (len(records) - 1)
-    else:
-        per_iteration = records[0]["wall_time_s"] if records else float("nan")
-    stats, state = energy_estimate(vmc, state, args.eval_samples)
-    wall = time.perf_counter() - t0
-
-    energy, error, variance = float(stats.mean.real), float(stats.error_of_mean), float(stats.variance)
     summary = {
         "lattice": lattice.name,
         "hamiltonian": args.hamiltonian,
@@ -444,45 +574,113 @@ def train(args) -> dict:
         "n_params": n_params,
         "n_samples": args.samples,
         "n_eval_samples": args.eval_samples,
-        "iterations": int(state.iteration),
-        "energy": energy,
-        "energy_error": error,
-        "energy_per_site": energy / lattice.n_sites,
-        "variance": variance,
         "exact_energy": exact,
-        "relative_error": None if exact is None else abs((energy - exact) / exact),
-        "v_score": lattice.n_sites * variance / energy**2,
-        "wall_time_s": wall,
-        "seconds_per_iteration": per_iteration,
         "device_count": n_devices,
         "process_count": jax.process_count(),
-        "r_hat": _finite_or_none(stats.r_hat),
         "precision": args.precision,
         "gram_precision": args.gram_precision,
         "norm": args.norm,
         "symmetry": args.symmetry,
     }
+    t0 = time.perf_counter()
+    try:
+        state, records = run(vmc, state, args.iters, out_dir=out, checkpoint_every=args.checkpoint_every,
+                             keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
+                             metadata={"config": config}, lock=False)
+    except Diverged as err:
+        summary.update(diverged=True, diverged_at_iteration=err.iteration, non_finite=err.what,
+                       iterations=int(err.state.iteration), wall_time_s=time.perf_counter() - t0)
+        if main:
+            _write_json(os.path.join(out, "summary.json"), summary)
+            _plot_log(out, exact, args, lattice)
+        raise DivergedRun(
+            f"step {err.iteration}: the {err.what} became non-finite, so the run stopped; nothing of that "
+            f"step was written and summary.json says diverged. Start again (--restart) with a lower --lr "
+            f"(now {args.lr}) or a larger --diag-shift (now {args.diag_shift})."
+        ) from None
+    # seconds per iteration after the first step of this call (which includes compilation)
+    if len(records) > 1:
+        per_iteration = (records[-1]["wall_time_s"] - records[0]["wall_time_s"]) / (len(records) - 1)
+    else:
+        per_iteration = records[0]["wall_time_s"] if records else None
+    stats, state = energy_estimate(vmc, state, args.eval_samples)
+    wall = time.perf_counter() - t0
+
+    energy, error, variance = float(stats.mean.real), float(stats.error_of_mean), float(stats.variance)
+    if not all(math.isfinite(v) for v in (energy, error, variance)):
+        summary.update(diverged=True, non_finite="final energy estimate", iterations=int(state.iteration))
+        if main:
+            _write_json(os.path.join(out, "summary.json"), summary)
+        raise DivergedRun("the final energy estimate is not finite; summary.json says diverged. Start "
+                          "again (--restart) with a lower --lr or a larger --diag-shift.")
+    summary.update({
+        "diverged": False,
+        "iterations": int(state.iteration),
+        "energy": energy,
+        "energy_error": error,
+        "energy_per_site": energy / lattice.n_sites,
+        "variance": variance,
+        "relative_error": None if exact is None else abs((energy - exact) / exact),
+        "v_score": lattice.n_sites * variance / energy**2,
+        "wall_time_s": wall,
+        "seconds_per_iteration": per_iteration,
+        "r_hat": _finite_or_none(stats.r_hat),
+    })
     if main:
-        with open(os.path.join(out, "summary.json.tmp"), "w") as fh:
-            json.dump(summary, fh, indent=2)
-        os.replace(os.path.join(out, "summary.json.tmp"), os.path.join(out, "summary.json"))
-        with open(os.path.join(out, "log.jsonl")) as fh:
-            log = [json.loads(line) for line in fh if line.strip()]
-        plot_energy(os.path.join(out, "energy.png"), log, exact, f"{args.hamiltonian} {lattice.name}")
+        _write_json(os.path.join(out, "summary.json"), summary)
+        _plot_log(out, exact, args, lattice)
         print(format_table(summary))
     return summary
 
 
+def _plot_log(out, exact, args, lattice) -> None:
+    from .run_folder import read_log
+
+    log = [r for r in read_log(os.path.join(out, "log.jsonl")) if r.get("energy") is not None]
+    if log:
+        plot_energy(os.path.join(out, "energy.png"), log, exact, f"{args.hamiltonian} {lattice.name}")
+
+
+class DivergedRun(Exception):
+    """The run stopped on a non-finite value: printed as one line, exit status 3."""
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    return isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err) or "Out of memory" in str(err)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line each, without the source line."""
+    print(f"quantax-lite train: warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
+    from .run_folder import RunFolderBusy
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        train(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("once")
+            warnings.showwarning = _show_warning
+            train(args)
     except UsageError as err:
         print(f"quantax-lite train: error: {err}", file=sys.stderr)
+        return 2
+    except RunFolderBusy as err:
+        print(f"quantax-lite train: error: --out {err}", file=sys.stderr)
+        return 2
+    except DivergedRun as err:
+        print(f"quantax-lite train: diverged: {err}", file=sys.stderr)
+        return 3
+    except Exception as err:
+        if not _is_out_of_memory(err):
+            raise
+        print("quantax-lite train: error: out of memory for this system; lower --samples, pass "
+              "--chunk-size (e.g. 64), or choose a smaller --lattice / --channels.", file=sys.stderr)
         return 2
     return 0
 

@@ -10,10 +10,16 @@ units for the transverse-field Ising model).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import pickle
+import shutil
 import time
+import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -22,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from . import run_folder
 from .operators import SpinHamiltonian, make_local_energy
 from .jacobian import jacobian
 from .sampler import MetropolisSampler, SamplerState, per_chain
@@ -29,7 +36,10 @@ from .sr import GRAM_PRECISIONS, sr_direction, unravel_like
 from .stats import Stats, statistics
 from .utils import limit_blas_threads, replicate
 
-__all__ = ["VMC", "VMCState", "energy_estimate", "run", "save_checkpoint", "load_checkpoint"]
+__all__ = [
+    "VMC", "VMCState", "Diverged", "energy_estimate", "run", "save_checkpoint", "load_checkpoint",
+    "read_checkpoint_metadata", "load_latest_checkpoint", "newest_readable_checkpoint", "clear_run",
+]
 
 # Connected configurations per local-energy chunk on CPUs when chunk_size is None.
 _CPU_LOCAL_ENERGY_ROWS = 8192
@@ -79,6 +89,8 @@ class VMC:
     gram_precision: ``"float64"`` or ``"jacobian"``: the precision in which the SR
       matrix (S or MinSR's T) is formed, see :func:`~quantax_lite.sr.sr_direction`;
       the solve is float64 either way.
+    mesh: the device mesh of every part of the step; default (None) the sampler's.
+      Given, it must be the sampler's mesh.
     """
 
     hamiltonian: SpinHamiltonian
@@ -93,6 +105,7 @@ class VMC:
     jacobian_log_psi: Callable | None = None
     sr_momentum: float = 0.0
     gram_precision: str = "float64"
+    mesh: Any = None
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
@@ -113,23 +126,60 @@ class VMC:
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
         if self.gram_precision not in GRAM_PRECISIONS:
             raise ValueError(f"gram_precision: expected one of {GRAM_PRECISIONS}, got {self.gram_precision!r}.")
+        for name in ("diag_shift", "diag_scale"):
+            v = getattr(self, name)
+            if not (np.isscalar(v) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}.")
+        if self.mesh is not None and self.sampler.mesh is not None and self.mesh != self.sampler.mesh:
+            raise ValueError(
+                "mesh: the driver's mesh differs from its sampler's; the samples live on the "
+                "sampler's devices, so pass the same mesh to both (or leave VMC's mesh None)."
+            )
+
+    @functools.cached_property
+    def device_mesh(self):
+        """The one mesh of the step: the sampler's (``make_mesh()`` when it has none)."""
+        if self.mesh is not None and self.sampler.mesh is None:
+            return self.mesh
+        return self.sampler._resolved_mesh()
 
     # -- state -------------------------------------------------------------------
 
     def init(self, key: jax.Array, params: Any) -> VMCState:
-        """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0."""
-        params = replicate(params, self.sampler.mesh)
+        """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0.
+
+        Checks that ``log_psi`` and the sampler's ``log_psi`` give the same |psi| on the
+        initial chains (a driver and sampler of different wavefunctions is an error).
+        """
+        mesh = self.device_mesh
+        params = replicate(params, mesh)
         memory = None
         if self.sr_momentum:
             n_par = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
-            memory = replicate(jnp.zeros(n_par, jnp.float64), self.sampler.mesh)
+            memory = replicate(jnp.zeros(n_par, jnp.float64), mesh)
+        chains = self.sampler.init(key, params)
+        self._check_same_wavefunction(params, chains)
         return VMCState(
             params=params,
-            opt_state=replicate(self.optimizer.init(params), self.sampler.mesh),
-            sampler=self.sampler.init(key, params),
-            iteration=replicate(jnp.zeros((), jnp.int32), self.sampler.mesh),
+            opt_state=replicate(self.optimizer.init(params), mesh),
+            sampler=chains,
+            iteration=replicate(jnp.zeros((), jnp.int32), mesh),
             sr_memory=memory,
         )
+
+    def _check_same_wavefunction(self, params, chains: SamplerState) -> None:
+        if self.log_psi == self.sampler.log_psi:  # the same function (bound methods compare equal)
+            return
+        s = jnp.asarray(jax.device_get(chains.states))[:64].reshape(-1, self.hamiltonian.n_sites)
+        a = np.real(np.asarray(jax.device_get(self.log_psi(params, s))))
+        b = np.real(np.asarray(jax.device_get(self.sampler.log_psi(params, s))))
+        tol = 1e-3 if a.dtype == np.float32 or b.dtype == np.float32 else 1e-8
+        scale = 1 + (np.nanmax(np.abs(a)) if np.any(np.isfinite(a)) else 0)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True):
+            raise ValueError(
+                "log_psi: the driver's log_psi and the sampler's give different amplitudes on the "
+                "initial chains; the sampler must draw from the wavefunction being optimized."
+            )
 
     # -- one step ----------------------------------------------------------------
 
@@ -143,7 +193,8 @@ class VMC:
     @functools.cached_property
     def _local_energy(self):
         return make_local_energy(
-            self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False
+            self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False,
+            mesh=self.device_mesh,
         )
 
     @functools.cached_property
@@ -152,19 +203,22 @@ class VMC:
 
         metrics (jax scalars): energy (complex mean), energy_error, variance, tau,
         r_hat, acceptance, step_norm, sr_fallback; the energy is that of the
-        parameters before the update.
+        parameters before the update; finite_energy, finite_direction, finite_params
+        (bools: energy and variance, the SR direction, the updated parameters).
         """
+        mesh = self.device_mesh
 
         def step(state: VMCState):
             params = state.params
             samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
             e_loc = self._local_energy(params, samples, log_psi_s)
-            jac = jacobian(self.jacobian_log_psi or self.log_psi, params, samples, chunk_size=self.chunk_size)
+            jac = jacobian(self.jacobian_log_psi or self.log_psi, params, samples, chunk_size=self.chunk_size,
+                           mesh=mesh)
             dtheta, info = sr_direction(
                 jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
                 method=self.sr_method, return_info=True,
                 momentum=self.sr_momentum, previous=state.sr_memory,
-                gram_precision=self.gram_precision,
+                gram_precision=self.gram_precision, mesh=mesh,
             )
             update = unravel_like(dtheta, params)
             updates, opt_state = self.optimizer.update(update, state.opt_state, params)
@@ -175,6 +229,9 @@ class VMC:
                 tau=stats.tau, r_hat=stats.r_hat,
                 acceptance=jnp.sum(chains.n_accepted) / jnp.maximum(jnp.sum(chains.n_proposed), 1),
                 step_norm=jnp.linalg.norm(dtheta), sr_fallback=info.used_fallback,
+                finite_energy=jnp.isfinite(stats.mean) & jnp.isfinite(stats.variance),
+                finite_direction=jnp.all(jnp.isfinite(dtheta)),
+                finite_params=jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(params)])),
             )
             memory = dtheta if state.sr_memory is not None else None
             new = VMCState(params, opt_state, chains, state.iteration + 1, memory)
@@ -250,17 +307,43 @@ def save_checkpoint(path: str | os.PathLike, state: VMCState, metadata: dict | N
     os.replace(tmp, path)
 
 
+# What reading a damaged checkpoint raises: a truncated or overwritten zip archive, or
+# another file in its place (np.load then tries .npy / pickle and raises ValueError).
+_DAMAGED = (
+    zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, ValueError, TypeError, AttributeError,
+    pickle.UnpicklingError,
+)
+
+
+def read_checkpoint_metadata(path: str | os.PathLike) -> dict:
+    """The metadata dict of a checkpoint, without reading its arrays."""
+    with open(os.fspath(path), "rb") as fh, np.load(fh) as data:
+        return json.loads(bytes(data["metadata"]).decode()) if "metadata" in data.files else {}
+
+
 def load_checkpoint(path: str | os.PathLike, template: VMCState) -> tuple[VMCState, dict]:
     """Read a checkpoint written by :func:`save_checkpoint` into the structure of ``template``.
 
     ``template`` is a freshly initialized state of the same run (same model, sampler and
     optimizer): it gives the pytree structure, dtypes and shardings.
-    Returns the state and the metadata dict.
+    Returns the state and the metadata dict. A damaged file raises what reading it
+    raises (e.g. ``zipfile.BadZipFile``); a checkpoint of another run, ``ValueError``.
     """
-    with np.load(os.fspath(path)) as data:
+    loaded, metadata = _read_checkpoint(path)
+    return _into_template(path, loaded, template), metadata
+
+
+def _read_checkpoint(path) -> tuple[list[np.ndarray], dict]:
+    """The arrays and metadata of a checkpoint file (raises one of ``_DAMAGED`` if damaged)."""
+    with open(os.fspath(path), "rb") as fh, np.load(fh) as data:
         names = sorted(k for k in data.files if k.startswith("leaf_"))
         loaded = [data[k] for k in names]
         metadata = json.loads(bytes(data["metadata"]).decode()) if "metadata" in data.files else {}
+    return loaded, metadata
+
+
+def _into_template(path, loaded: list[np.ndarray], template: VMCState) -> VMCState:
+    """Arrays read from ``path`` as a state shaped, typed and sharded like ``template``."""
     leaves, treedef = jax.tree_util.tree_flatten(template)
     if len(leaves) != len(loaded):
         raise ValueError(
@@ -282,12 +365,63 @@ def load_checkpoint(path: str | os.PathLike, template: VMCState) -> tuple[VMCSta
         else:
             arr = jax.device_put(x, t.sharding)
         out.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(t)) if is_key else arr)
-    return jax.tree_util.tree_unflatten(treedef, out), metadata
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def newest_readable_checkpoint(out_dir: str | os.PathLike) -> tuple[str, dict] | None:
+    """The newest checkpoint of ``out_dir`` whose metadata reads, and that metadata.
+
+    Damaged newer ones are skipped with a warning; None when there is none.
+    """
+    for path in run_folder.list_checkpoints(out_dir):
+        try:
+            return path, read_checkpoint_metadata(path)
+        except _DAMAGED as err:
+            warnings.warn(f"{path} is damaged ({type(err).__name__}: {err}); trying an older checkpoint.",
+                          stacklevel=2)
+    return None
+
+
+def load_latest_checkpoint(out_dir: str | os.PathLike, template: VMCState) -> tuple[VMCState, dict, str]:
+    """The newest checkpoint of ``out_dir`` that reads, into the structure of ``template``.
+
+    A damaged checkpoint (truncated, overwritten) is skipped with a warning and the
+    previous one is used. Returns (state, metadata, path). Raises ``FileNotFoundError``
+    when the folder holds no readable checkpoint.
+    """
+    tried = run_folder.list_checkpoints(out_dir)
+    for path in tried:
+        try:
+            loaded, meta = _read_checkpoint(path)
+        except _DAMAGED as err:
+            warnings.warn(f"{path} is damaged ({type(err).__name__}: {err}); trying an older checkpoint.",
+                          stacklevel=2)
+            continue
+        return _into_template(path, loaded, template), meta, path
+    what = "no checkpoint" if not tried else f"no readable checkpoint ({len(tried)} damaged)"
+    raise FileNotFoundError(f"{out_dir} holds {what}.")
 
 
 # --------------------------------------------------------------------------- #
 # the run loop                                                                 #
 # --------------------------------------------------------------------------- #
+
+
+class Diverged(RuntimeError):
+    """A step produced a non-finite energy, direction or parameters.
+
+    The state it would have produced is discarded. Attributes: ``iteration`` (the step
+    that failed, 1-based), ``what`` (which quantity), ``state`` (the last good state),
+    ``records`` (this call's log records, all finite).
+    """
+
+    def __init__(self, iteration: int, what: str, state, records):
+        self.iteration, self.what, self.state, self.records = iteration, what, state, records
+        super().__init__(
+            f"step {iteration}: the {what} became non-finite; the run stopped and its last good "
+            "checkpoint is kept. Likely cause: a step too large for this state: lower the "
+            "learning rate or raise the SR diagonal shift."
+        )
 
 
 def _finite_or_none(x) -> float | None:
@@ -297,24 +431,34 @@ def _finite_or_none(x) -> float | None:
 
 
 def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: float) -> dict:
-    """One ``log.jsonl`` line: plain Python numbers (``r_hat``, ``tau``: null when undefined,
-    e.g. R-hat with fewer than 4 samples per chain)."""
+    """One ``log.jsonl`` line: plain Python numbers, null where a value is not finite
+    (``r_hat``, ``tau`` when undefined, e.g. R-hat with fewer than 4 samples per chain)."""
     m = jax.device_get(metrics)
     energy = complex(m["energy"])
     return {
         "iteration": iteration,
-        "energy": energy.real,
-        "energy_imag": energy.imag,
-        "energy_error": float(m["energy_error"]),
-        "variance": float(m["variance"]),
-        "energy_per_site": energy.real / n_sites,
+        "energy": _finite_or_none(energy.real),
+        "energy_imag": _finite_or_none(energy.imag),
+        "energy_error": _finite_or_none(m["energy_error"]),
+        "variance": _finite_or_none(m["variance"]),
+        "energy_per_site": _finite_or_none(energy.real / n_sites),
         "acceptance": float(m["acceptance"]),
         "r_hat": _finite_or_none(m["r_hat"]),
         "tau": _finite_or_none(m["tau"]),
-        "step_norm": float(m["step_norm"]),
+        "step_norm": _finite_or_none(m["step_norm"]),
         "sr_fallback": bool(m["sr_fallback"]),
         "wall_time_s": wall_time,
     }
+
+
+def _non_finite(metrics: dict) -> str | None:
+    """Which quantity of a step went non-finite, or None."""
+    m = jax.device_get({k: metrics[k] for k in ("finite_energy", "finite_direction", "finite_params")})
+    for key, what in (("finite_energy", "energy"), ("finite_direction", "SR direction"),
+                      ("finite_params", "parameters")):
+        if not bool(m[key]):
+            return what
+    return None
 
 
 def run(
@@ -324,36 +468,86 @@ def run(
     *,
     out_dir: str | os.PathLike | None = None,
     checkpoint_every: int = 50,
+    keep_checkpoints: int = 3,
     progress: bool = True,
     callbacks: Sequence[Callable[[dict, VMCState], bool | None]] = (),
     metadata: dict | None = None,
+    overwrite: bool = False,
+    lock: bool = True,
 ) -> tuple[VMCState, list[dict]]:
     """Run steps until ``state.iteration == n_iter``.
 
-    out_dir: where ``log.jsonl`` (one JSON object per step) and ``checkpoint.npz``
-      go; only process 0 writes. On a resumed state, log lines past the checkpoint's
-      iteration are dropped first, so the log matches the trajectory.
+    out_dir: where ``log.jsonl`` (one strict-JSON object per step) and the checkpoints
+      ``checkpoint-<iteration>.npz`` go; only process 0 writes. On a resumed state, log
+      lines past its iteration are dropped first, so the log matches the trajectory. A
+      fresh state (iteration 0) on a folder whose log holds steps raises ``ValueError``
+      unless ``overwrite=True`` (which deletes that run's log and checkpoints).
     checkpoint_every: steps between checkpoints (0: only at the end).
+    keep_checkpoints: how many of the newest checkpoints are kept (>= 1).
     progress: show a tqdm bar with energy ± error, variance, acceptance and R-hat.
     callbacks: ``callback(record, state)`` after every step; returning True stops
       the run (after a checkpoint).
+    lock: hold the folder's lock (:func:`quantax_lite.run_folder.lock_run_folder`) while
+      running; False when the caller holds it already.
+
+    A step whose energy, SR direction or parameters are not finite is not taken: the
+    run raises :class:`Diverged` (nothing of that step is logged or checkpointed).
 
     On CPUs the BLAS/LAPACK thread pools are limited to one thread while the loop runs
     (see :func:`quantax_lite.utils.limit_blas_threads`).
 
     Returns the final state and this call's log records.
     """
+    if isinstance(keep_checkpoints, bool) or not isinstance(keep_checkpoints, (int, np.integer)) or keep_checkpoints < 1:
+        raise ValueError(f"keep_checkpoints: expected an int >= 1, got {keep_checkpoints!r}.")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every: expected an int >= 0, got {checkpoint_every!r}.")
+    writer = jax.process_index() == 0 and out_dir is not None
+    held = run_folder.lock_run_folder(out_dir) if writer and lock else contextlib.nullcontext()
+    with held:
+        return _run(vmc, state, n_iter, out_dir, checkpoint_every, keep_checkpoints, progress,
+                    callbacks, metadata, overwrite, writer)
+
+
+def _prepare_folder(out_dir, start: int, overwrite: bool) -> str:
+    """Make the log match a run that continues from iteration ``start``; returns its path."""
+    log_path = os.path.join(os.fspath(out_dir), run_folder.LOG_NAME)
+    run_folder.remove_temporaries(out_dir)
+    if start == 0:
+        logged = run_folder.read_log(log_path) if os.path.exists(log_path) else []
+        if logged and not overwrite:
+            raise ValueError(
+                f"out_dir: {out_dir} holds another run's log ({len(logged)} steps); continue it "
+                "from its checkpoint (load_latest_checkpoint) or pass overwrite=True to replace it."
+            )
+        if overwrite:
+            clear_run(out_dir)
+    run_folder.truncate_log(log_path, start)
+    return log_path
+
+
+def clear_run(out_dir: str | os.PathLike) -> None:
+    """Delete a run's files from its folder (log, checkpoints, summary, plot); other files stay."""
+    out_dir = os.fspath(out_dir)
+    for path in run_folder.list_checkpoints(out_dir):
+        os.remove(path)
+    for name in run_folder.RUN_FILES:
+        path = os.path.join(out_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callbacks, metadata, overwrite, writer):
     from tqdm.auto import tqdm
 
-    writer = jax.process_index() == 0 and out_dir is not None
-    log_path = ckpt_path = None
+    start = int(state.iteration)
+    log_path = None
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
-        log_path = os.path.join(out_dir, "log.jsonl")
-        ckpt_path = os.path.join(out_dir, "checkpoint.npz")
-    start = int(state.iteration)
-    if writer:
-        _truncate_log(log_path, start)
+        if writer:
+            log_path = _prepare_folder(out_dir, start, overwrite)
     n_sites = vmc.hamiltonian.n_sites
     records = []
     bar = tqdm(total=n_iter, initial=start, disable=not progress or jax.process_index() != 0,
@@ -362,13 +556,16 @@ def run(
     blas = limit_blas_threads()
     try:
         while int(state.iteration) < n_iter:
-            state, metrics = vmc.step(state)
-            it = int(state.iteration)
+            new, metrics = vmc.step(state)
+            it = int(new.iteration)
+            bad = _non_finite(metrics)
+            if bad is not None:
+                raise Diverged(it, bad, state, records)
+            state = new
             rec = metrics_to_record(metrics, it, n_sites, time.perf_counter() - t0)
             records.append(rec)
-            if writer:
-                with open(log_path, "a") as fh:
-                    fh.write(json.dumps(rec) + "\n")
+            if log_path is not None:
+                run_folder.append_log(log_path, rec)
             r_hat = "" if rec["r_hat"] is None else f" R̂={rec['r_hat']:.3f}"
             bar.set_postfix_str(
                 f"E={rec['energy']:.6f}±{rec['energy_error']:.1e} σ²={rec['variance']:.1e} "
@@ -376,27 +573,15 @@ def run(
             )
             bar.update(1)
             stop = any(bool(cb(rec, state)) for cb in callbacks)
-            if ckpt_path is not None and (
+            if out_dir is not None and (
                 (checkpoint_every and it % checkpoint_every == 0) or it == n_iter or stop
             ):
-                save_checkpoint(ckpt_path, state, metadata)
+                save_checkpoint(run_folder.checkpoint_path(out_dir, it), state, metadata)
+                if writer:
+                    run_folder.prune_checkpoints(out_dir, keep)
             if stop:
                 break
     finally:
         blas.restore_original_limits()
         bar.close()
     return state, records
-
-
-def _truncate_log(path: str, iteration: int) -> None:
-    """Keep only the log lines of steps up to ``iteration``."""
-    if not os.path.exists(path):
-        return
-    with open(path) as fh:
-        lines = [ln for ln in fh if ln.strip()]
-    keep = [ln for ln in lines if json.loads(ln)["iteration"] <= iteration]
-    if len(keep) != len(lines):
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.writelines(keep)
-        os.replace(tmp, path)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from quantax_lite.cli import main
+from quantax_lite.run_folder import list_checkpoints
 
 SUMMARY_KEYS = {
     "lattice": str, "hamiltonian": str, "n_sites": int, "n_params": int, "n_samples": int,
@@ -71,9 +72,10 @@ def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
     assert summary["energy"] > -3.0 - 4 * summary["energy_error"]
 
 
-def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
-    """SIGKILL a training process right after its first checkpoint, resume it, and compare
-    with an uninterrupted run: the same energies, step by step."""
+def test_killed_run_resumes_on_the_same_trajectory(tmp_path, capsys):
+    """SIGKILL a training process after its second checkpoint, damage the newest checkpoint
+    and tear the log's last line, resume it, and compare with an uninterrupted run: the
+    same energies, step by step."""
     common = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--lr", "0.05",
                       "--eval-samples", "64", "--checkpoint-every", "3"]
     killed = str(tmp_path / "killed")
@@ -81,16 +83,23 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path):
     env.update(XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     proc = subprocess.Popen([sys.executable, "-m", "quantax_lite", *common, "--iters", "100000", "--out", killed],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ckpt = os.path.join(killed, "checkpoint.npz")
     deadline = time.time() + 240
-    while not os.path.exists(ckpt) and proc.poll() is None and time.time() < deadline:
+    while len(list_checkpoints(killed)) < 2 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.kill()
     proc.wait()
-    assert os.path.exists(ckpt), proc.stderr.read().decode()
+    ckpts = list_checkpoints(killed)
+    assert len(ckpts) >= 2, proc.stderr.read().decode()
     n_logged = len(_log(killed))
-    assert n_logged >= 3
+    assert n_logged >= 6
+    # the worst case on top of the kill: the newest checkpoint damaged, the log's last line torn
+    with open(ckpts[0], "r+b") as fh:
+        fh.truncate(300)
+    with open(os.path.join(killed, "log.jsonl"), "a") as fh:
+        fh.write('{"iteration": 10')
     assert main(common + ["--iters", "12", "--out", killed, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "damaged" in err and "dropping a damaged last line" in err and "Traceback" not in err
     full = str(tmp_path / "full")
     assert main(common + ["--iters", "12", "--out", full]) == 0
     a, b = _log(full), _log(killed)
@@ -110,7 +119,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert "--lr" in capsys.readouterr().err
     # a run made before --norm existed had LayerNorms: resuming it with the new default
     # names the option rather than failing on the checkpoint's shapes
-    path = os.path.join(out, "checkpoint.npz")
+    path = list_checkpoints(out)[0]
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
     meta = json.loads(bytes(arrays["metadata"]).decode())
@@ -119,6 +128,11 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     np.savez(path, **arrays)
     assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
     assert "--norm none (was layer)" in capsys.readouterr().err
+    # a shape-changing option is named too (not a traceback about array shapes)
+    assert main(base + ["--iters", "2", "--out", out, "--resume", "--channels", "8", "--norm", "layer",
+                        "--gram-precision", "float64"]) == 2
+    err = capsys.readouterr().err
+    assert "--channels 8 (was 4)" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(
@@ -133,6 +147,21 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
         (["--lr", "-1"], "--lr"),
         (["--sr-momentum", "1.0"], "--sr-momentum"),
         (["--resume"], "--resume"),
+        (["--lr", "nan"], "--lr"),
+        (["--lr", "inf"], "--lr"),
+        (["--diag-shift", "inf"], "--diag-shift"),
+        (["--diag-scale", "nan"], "--diag-scale"),
+        (["--hamiltonian", "j1j2", "--J2", "nan"], "--J2"),
+        (["--hamiltonian", "tfim", "--h=-inf"], "--h"),
+        (["--lattice", "chain:7"], "even number of sites"),
+        (["--lattice", "chain:1"], "--lattice"),
+        (["--lattice", "0x4"], "--lattice"),
+        (["--keep-checkpoints", "0"], "--keep-checkpoints"),
+        (["--resume", "--restart"], "--restart"),
+        (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "--coordinator"),
+        (["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "2"], "--process-id"),
+        (["--coordinator", "127.0.0.1:1", "--num-processes", "0", "--process-id", "0"], "--num-processes"),
+        (["--coordinator", "127.0.0.1:1"], "go together"),
     ],
 )
 def test_bad_options_give_clear_errors(extra, message, tmp_path, capsys):
@@ -147,6 +176,107 @@ def test_out_directory_with_another_run(tmp_path, capsys):
     (out / "log.jsonl").write_text("{}\n")
     assert main(["train", "--out", str(out), "--no-progress"]) == 2
     assert "already holds a run" in capsys.readouterr().err
+
+
+def test_out_that_is_not_a_writable_folder(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "below"):
+        assert main(["train", "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and "Traceback" not in err
+
+
+def test_a_diverging_run_stops_with_valid_files(tmp_path, capsys):
+    """A learning rate far too large: the run stops at the first non-finite step (exit 3,
+    one line naming --lr), every log line and summary.json are strict JSON, and every
+    checkpoint holds finite numbers."""
+    out = str(tmp_path / "run")
+    code = main(SMALL + ["--iters", "40", "--lr", "5", "--diag-shift", "0", "--checkpoint-every", "1",
+                         "--out", out, "--eval-samples", "256"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "non-finite" in err and "--lr" in err and "Traceback" not in err
+
+    def refuse(token):
+        raise AssertionError(token)
+
+    summary = json.loads(open(os.path.join(out, "summary.json")).read(), parse_constant=refuse)
+    assert summary["diverged"] is True and summary["diverged_at_iteration"] >= 1
+    log = [json.loads(line, parse_constant=refuse) for line in open(os.path.join(out, "log.jsonl"))]
+    assert [r["iteration"] for r in log] == list(range(1, summary["diverged_at_iteration"]))
+    for path in list_checkpoints(out):
+        with np.load(path) as data:
+            assert all(np.all(np.isfinite(data[k])) for k in data.files if data[k].dtype.kind == "f")
+
+
+def _hold_lock(out):
+    """A process that holds the run folder's lock until killed."""
+    code = ("import sys, time; from quantax_lite.run_folder import lock_run_folder\n"
+            "with lock_run_folder(sys.argv[1]):\n    print('locked', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, out], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_one_run_owns_its_folder_and_a_dead_owner_is_replaced(tmp_path, capsys):
+    """While a live process holds --out, another train is refused (exit 2, no file touched);
+    once it is killed (before its first checkpoint: a log, no checkpoint), --resume says to
+    --restart, and --restart takes the folder over and runs."""
+    out = str(tmp_path / "run")
+    holder = _hold_lock(out)
+    try:
+        with open(os.path.join(out, "log.jsonl"), "w") as fh:
+            fh.write(json.dumps({"iteration": 1, "energy": -1.0}) + "\n")
+        assert main(SMALL + ["--iters", "2", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert "in use by another run" in err and f"pid {holder.pid}" in err
+        assert main(SMALL + ["--iters", "2", "--out", out, "--restart"]) == 2
+        assert open(os.path.join(out, "log.jsonl")).read().count("\n") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert main(SMALL + ["--iters", "2", "--out", out, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "taking over the lock" in err and f"pid {holder.pid}" in err
+    assert "stopped before its first checkpoint" in err and "--restart" in err
+    assert main(SMALL + ["--iters", "2", "--out", out, "--restart", "--eval-samples", "256"]) == 0
+    assert "taking over" not in capsys.readouterr().err  # the refused --resume released it cleanly
+    assert [r["iteration"] for r in _log(out)] == [1, 2]
+    assert [os.path.basename(p) for p in list_checkpoints(out)] == ["checkpoint-00000002.npz"]
+
+
+def test_a_lone_process_gives_up_with_a_clear_error(tmp_path):
+    """Process 0 of 2 whose peer never comes: it says what it waits for, then exits 2 with
+    one line naming --init-timeout."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", "quantax_lite", *SMALL, "--out", str(tmp_path / "lone"),
+                        "--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2",
+                        "--process-id", "0", "--init-timeout", "3"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    assert time.time() - t0 < 60
+    lines = r.stderr.strip().splitlines()
+    assert "waiting up to 3 s" in lines[0] and "--init-timeout 3" in lines[-1]
+    assert "Traceback" not in r.stderr and "Check failure" not in r.stderr
+
+
+def test_tfim_amplitude_follows_the_sign_of_the_field():
+    """-h sx with h < 0 has positive off-diagonal elements: the ground state then has
+    amplitudes of both signs (exact diagonalization), so auto picks the signed network."""
+    from quantax_lite.cli import amplitude_kind, build_parser, build_system
+    from quantax_lite.exact import ground_state
+
+    for h, kind in ((1.0, "positive"), (0.5, "positive"), (-1.0, "signed"), (-0.3, "signed")):
+        args = build_parser().parse_args(["train", "--hamiltonian", "tfim", "--lattice", "chain:6", "--h", str(h)])
+        _, ham, _ = build_system(args)
+        assert amplitude_kind(args, ham) == kind
+        psi = np.real(np.asarray(ground_state(ham)[1]))
+        psi = psi[np.abs(psi) > 1e-8]
+        assert (np.all(psi > 0) or np.all(psi < 0)) == (kind == "positive")
 
 
 def test_help_lists_the_options(capsys):

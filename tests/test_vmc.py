@@ -14,7 +14,10 @@ from quantax_lite.models import make_conv_nqs
 from quantax_lite.operators import Heisenberg
 from quantax_lite.sampler import Exchange, MetropolisSampler
 from quantax_lite.symmetry import full_symmetry
-from quantax_lite.vmc import VMC, energy_estimate, load_checkpoint, run, save_checkpoint
+from quantax_lite.vmc import (
+    VMC, Diverged, energy_estimate, load_checkpoint, load_latest_checkpoint, metrics_to_record, run,
+    save_checkpoint,
+)
 
 
 def _setup(seed=0, n_samples=64, sr_momentum=0.0):
@@ -85,8 +88,8 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sr_momentum):
         run(vmc, state, 7, out_dir=out, checkpoint_every=2, progress=False, callbacks=[kill_at_5])
     assert len(open(out / "log.jsonl").readlines()) == 5
     _, template, _ = _setup(seed=9, sr_momentum=sr_momentum)
-    resumed, _ = load_checkpoint(out / "checkpoint.npz", template)
-    assert int(resumed.iteration) == 4
+    resumed, _, path = load_latest_checkpoint(out, template)
+    assert int(resumed.iteration) == 4 and path.endswith("checkpoint-00000004.npz")
     final, _ = run(vmc, resumed, 7, out_dir=out, checkpoint_every=2, progress=False)
     log = [json.loads(line) for line in open(out / "log.jsonl")]
     assert [r["iteration"] for r in log] == list(range(1, 8))
@@ -146,3 +149,133 @@ def test_bad_configuration_errors():
     vmc, _, ham = _setup()
     with pytest.raises(ValueError, match="multiple of the number of chains"):
         VMC(ham, vmc.log_psi, vmc.sampler, vmc.optimizer, n_samples=20)
+
+
+# --------------------------------------------------------------------------- #
+# runs that cannot lose work or lie                                            #
+# --------------------------------------------------------------------------- #
+
+
+def _poisoned_sgd(lr, from_step):
+    """sgd whose updates become NaN from step ``from_step`` on (1-based)."""
+
+    def init(params):
+        return jnp.zeros((), jnp.int32)
+
+    def update(updates, count, params=None):
+        scale = jnp.where(count + 1 >= from_step, jnp.nan, -lr)
+        return jax.tree_util.tree_map(lambda u: scale * u, updates), count + 1
+
+    return optax.GradientTransformation(init, update)
+
+
+def _strict_json_lines(path):
+    def refuse(token):
+        raise AssertionError(f"non-finite {token} in {path}")
+
+    return [json.loads(line, parse_constant=refuse) for line in open(path)]
+
+
+def test_a_diverging_run_stops_and_keeps_its_good_checkpoints(tmp_path):
+    """Parameters that go non-finite at step 3 are not taken: the run raises Diverged
+    naming the step and the quantity, the log holds the two good steps as strict JSON,
+    and the newest checkpoint is the finite state after step 2."""
+    vmc, state, _ = _setup()
+    vmc = VMC(vmc.hamiltonian, vmc.log_psi, vmc.sampler, _poisoned_sgd(0.05, from_step=3),
+              n_samples=vmc.n_samples, diag_shift=vmc.diag_shift)
+    state = vmc.init(jax.random.PRNGKey(1), state.params)
+    out = tmp_path / "run"
+    with pytest.raises(Diverged, match="step 3: the parameters became non-finite") as info:
+        run(vmc, state, 10, out_dir=out, checkpoint_every=1, progress=False)
+    assert info.value.iteration == 3 and info.value.what == "parameters"
+    assert int(info.value.state.iteration) == 2 and len(info.value.records) == 2
+    assert [r["iteration"] for r in _strict_json_lines(out / "log.jsonl")] == [1, 2]
+    restored, _, path = load_latest_checkpoint(out, state)
+    assert int(restored.iteration) == 2
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(restored.params))
+    # a non-finite energy is caught the same way: the step after NaN parameters is never run
+    # because they are never taken; a NaN SR direction is named as such
+    vmc_nan = VMC(vmc.hamiltonian, vmc.log_psi, vmc.sampler, optax.sgd(0.05), n_samples=vmc.n_samples,
+                  diag_shift=vmc.diag_shift)
+    nan_state = vmc_nan.init(jax.random.PRNGKey(2), jax.tree_util.tree_map(lambda x: x * jnp.nan, restored.params))
+    with pytest.raises(Diverged, match="energy"):
+        run(vmc_nan, nan_state, 10, progress=False)
+
+
+def test_metrics_records_are_strict_json():
+    m = dict(energy=jnp.complex128(np.nan), energy_error=np.inf, variance=1.0, tau=np.nan, r_hat=np.nan,
+             acceptance=0.5, step_norm=np.inf, sr_fallback=False)
+    rec = metrics_to_record(m, 1, 4, 0.1)
+    json.dumps(rec, allow_nan=False)
+    assert rec["energy"] is None and rec["energy_error"] is None and rec["step_norm"] is None
+    assert rec["variance"] == 1.0
+
+
+def test_run_keeps_the_last_checkpoints_and_falls_back_from_a_damaged_one(tmp_path):
+    vmc, state, _ = _setup()
+    out = tmp_path / "run"
+    final, _ = run(vmc, state, 5, out_dir=out, checkpoint_every=1, keep_checkpoints=2, progress=False)
+    assert sorted(os.listdir(out)) == [".lock", "checkpoint-00000004.npz", "checkpoint-00000005.npz", "log.jsonl"]
+    newest = out / "checkpoint-00000005.npz"
+    newest.write_bytes(newest.read_bytes()[:200])  # truncated, as by a full disk
+    with pytest.warns(UserWarning, match="damaged"):
+        restored, _, path = load_latest_checkpoint(out, state)
+    assert int(restored.iteration) == 4 and path.endswith("checkpoint-00000004.npz")
+    # the run continues from there onto the same trajectory
+    again, _ = run(vmc, restored, 5, out_dir=out, checkpoint_every=1, keep_checkpoints=2, progress=False)
+    for a, b in zip(jax.tree_util.tree_leaves(again.params), jax.tree_util.tree_leaves(final.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        run(vmc, state, 1, keep_checkpoints=0, progress=False)
+    for name in os.listdir(out):
+        if name.startswith("checkpoint"):
+            (out / name).write_bytes(b"garbage")
+    with pytest.raises(FileNotFoundError, match="no readable checkpoint"), pytest.warns(UserWarning):
+        load_latest_checkpoint(out, state)
+
+
+def test_a_fresh_run_does_not_overwrite_another_runs_log(tmp_path):
+    vmc, state, _ = _setup()
+    out = tmp_path / "run"
+    run(vmc, state, 2, out_dir=out, progress=False)
+    before = open(out / "log.jsonl").read()
+    with pytest.raises(ValueError, match="out_dir.*another run's log.*overwrite=True"):
+        run(vmc, state, 2, out_dir=out, progress=False)
+    assert open(out / "log.jsonl").read() == before
+    run(vmc, state, 1, out_dir=out, progress=False, overwrite=True)
+    assert [r["iteration"] for r in _strict_json_lines(out / "log.jsonl")] == [1]
+    assert sorted(n for n in os.listdir(out) if n.startswith("checkpoint")) == ["checkpoint-00000001.npz"]
+
+
+def test_the_driver_runs_on_the_samplers_mesh():
+    """A sampler on 4 of the 8 devices: local energies, Jacobian and SR use its mesh."""
+    from quantax_lite.utils import make_mesh
+
+    vmc, state, ham = _setup()
+    mesh4 = make_mesh(jax.devices()[:4])
+    sampler = MetropolisSampler(vmc.log_psi, Exchange(Chain(6).bonds(1)), n_chains=16, n_sites=6,
+                                n_thermalize=5, mesh=mesh4)
+    vmc4 = VMC(ham, vmc.log_psi, sampler, optax.sgd(0.05), n_samples=64, diag_shift=1e-3)
+    state4 = vmc4.init(jax.random.PRNGKey(1), state.params)
+    new, metrics = vmc4.step(state4)
+    assert np.isfinite(float(metrics["energy"].real))
+    devices = set(jax.devices()[:4])
+    for leaf in jax.tree_util.tree_leaves(new.params):
+        assert leaf.sharding.device_set == devices
+    with pytest.raises(ValueError, match="mesh"):
+        VMC(ham, vmc.log_psi, sampler, optax.sgd(0.05), n_samples=64, mesh=make_mesh())
+
+
+def test_driver_and_sampler_must_share_the_wavefunction():
+    vmc, state, ham = _setup()
+    other = make_conv_nqs(Chain(6), full_symmetry(Chain(6)), channels=4, depth=1, kernel_size=3,
+                          merge_translations=True)
+    shifted = lambda p, s: other.apply(p, s) + 0.3 * s[..., 0]  # noqa: E731
+    bad = VMC(ham, shifted, vmc.sampler, optax.sgd(0.05), n_samples=64)
+    with pytest.raises(ValueError, match="log_psi"):
+        bad.init(jax.random.PRNGKey(1), state.params)
+    # the same wavefunction in another form is accepted
+    same = VMC(ham, lambda p, s: other.apply(p, s), vmc.sampler, optax.sgd(0.05), n_samples=64)
+    same.init(jax.random.PRNGKey(1), state.params)
+    with pytest.raises(ValueError, match="diag_shift"):
+        VMC(ham, vmc.log_psi, vmc.sampler, optax.sgd(0.05), n_samples=64, diag_shift=float("inf"))

@@ -1,0 +1,197 @@
+"""The run folder: who owns it, which checkpoints it keeps, and its log.
+
+A run folder holds ``log.jsonl`` (one JSON object per step), the last few
+checkpoints ``checkpoint-<iteration>.npz`` (each written atomically by
+:func:`quantax_lite.vmc.save_checkpoint`) and, written by the command,
+``summary.json`` and ``energy.png``. Only one process may write to it at a
+time: :func:`lock_run_folder` takes an exclusive ``flock`` on ``.lock`` in the
+folder, which the operating system releases when its process ends, however it
+ends, so a killed run never leaves a lock that blocks the next one.
+
+Everything here runs on the writing process only (process 0 of a run).
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import socket
+import warnings
+from typing import Iterator
+
+__all__ = [
+    "RunFolderBusy",
+    "lock_run_folder",
+    "checkpoint_path",
+    "list_checkpoints",
+    "prune_checkpoints",
+    "remove_temporaries",
+    "read_log",
+    "truncate_log",
+    "append_log",
+    "RUN_FILES",
+]
+
+LOCK_NAME = ".lock"
+LOG_NAME = "log.jsonl"
+_CKPT = re.compile(r"checkpoint-(\d+)\.npz")
+LEGACY_CHECKPOINT = "checkpoint.npz"  # the single checkpoint of runs made before rotation
+# Files that make a folder hold a run (``checkpoint-*.npz`` too).
+RUN_FILES = (LOG_NAME, LEGACY_CHECKPOINT, "summary.json", "energy.png")
+
+
+class RunFolderBusy(RuntimeError):
+    """Another live process holds the run folder's lock."""
+
+
+@contextlib.contextmanager
+def lock_run_folder(out_dir: str | os.PathLike) -> Iterator[None]:
+    """Hold the exclusive lock of ``out_dir`` (created if missing) for the ``with`` block.
+
+    Raises :class:`RunFolderBusy` naming the holder (pid and host) when another live
+    process holds it. A lock file left by a killed process holds no lock: it is taken
+    over, with a warning naming the old holder.
+    """
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            raise RunFolderBusy(
+                f"{out_dir} is in use by another run ({holder}); wait for it to finish or "
+                "choose another output folder."
+            ) from None
+        old = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if old:
+            warnings.warn(f"{out_dir}: taking over the lock of a run that ended without "
+                          f"releasing it ({old}).", stacklevel=3)
+        me = f"pid {os.getpid()} on {socket.gethostname()}".encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, me, 0)
+        os.fsync(fd)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # a clean exit leaves an empty lock file: nothing to take over
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# --------------------------------------------------------------------------- #
+# checkpoints                                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def checkpoint_path(out_dir: str | os.PathLike, iteration: int) -> str:
+    """``out_dir/checkpoint-<iteration, 8 digits>.npz``."""
+    return os.path.join(os.fspath(out_dir), f"checkpoint-{int(iteration):08d}.npz")
+
+
+def list_checkpoints(out_dir: str | os.PathLike) -> list[str]:
+    """The folder's checkpoints, newest first (a legacy ``checkpoint.npz`` last)."""
+    out_dir = os.fspath(out_dir)
+    if not os.path.isdir(out_dir):
+        return []
+    found = []
+    for name in os.listdir(out_dir):
+        m = _CKPT.fullmatch(name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(out_dir, name)))
+    paths = [p for _, p in sorted(found, reverse=True)]
+    legacy = os.path.join(out_dir, LEGACY_CHECKPOINT)
+    if os.path.exists(legacy):
+        paths.append(legacy)
+    return paths
+
+
+def remove_temporaries(out_dir: str | os.PathLike) -> None:
+    """Delete half-written temporary files (``*.tmp-<pid>``) left by a killed run; call it
+    while holding the folder's lock (then no live process is writing one)."""
+    out_dir = os.fspath(out_dir)
+    for name in os.listdir(out_dir):
+        if re.fullmatch(r".+\.tmp-\d+", name):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out_dir, name))
+
+
+def prune_checkpoints(out_dir: str | os.PathLike, keep: int) -> None:
+    """Delete all but the newest ``keep`` numbered checkpoints (and a legacy one once
+    a numbered one exists)."""
+    paths = list_checkpoints(out_dir)
+    numbered = [p for p in paths if _CKPT.fullmatch(os.path.basename(p))]
+    doomed = numbered[keep:]
+    if numbered and len(paths) > len(numbered):
+        doomed.append(paths[-1])
+    for p in doomed:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(p)
+
+
+# --------------------------------------------------------------------------- #
+# the log                                                                      #
+# --------------------------------------------------------------------------- #
+
+
+def read_log(path: str | os.PathLike) -> list[dict]:
+    """The records of ``log.jsonl``; [] when it does not exist.
+
+    A torn last line (a run killed while writing it) is dropped with a warning; a
+    damaged line before the last raises ``ValueError`` naming the file and line.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as fh:
+        lines = fh.read().decode(errors="replace").splitlines()
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict) or "iteration" not in rec:
+                raise ValueError("not a log record")
+        except ValueError:
+            if all(not rest.strip() for rest in lines[i + 1 :]):
+                warnings.warn(f"{path}: dropping a damaged last line ({line[:60]!r}).", stacklevel=2)
+                break
+            raise ValueError(f"{path}: line {i + 1} is not a log record: {line[:60]!r}") from None
+        records.append(rec)
+    return records
+
+
+def _write_lines(path: str, records: list[dict]) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.writelines(json.dumps(r, allow_nan=False) + "\n" for r in records)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def truncate_log(path: str | os.PathLike, iteration: int) -> None:
+    """Keep only the records of steps up to ``iteration`` (and drop a torn last line)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    n_lines = sum(1 for ln in raw.splitlines() if ln.strip())
+    keep = [r for r in read_log(path) if r["iteration"] <= iteration]
+    if len(keep) != n_lines or (raw and not raw.endswith(b"\n")):
+        _write_lines(path, keep)
+
+
+def append_log(path: str | os.PathLike, record: dict) -> None:
+    """Append one record as a line of strict JSON (non-finite numbers are refused)."""
+    with open(os.fspath(path), "a") as fh:
+        fh.write(json.dumps(record, allow_nan=False) + "\n")
