@@ -17,6 +17,8 @@ import json
 import os
 import time
 
+from quantax_lite.run_folder import list_checkpoints
+
 SYSTEMS = {
     # the W1 network (translations, float32, positive psi in the Marshall basis), longer
     "heisenberg_4x4": dict(
@@ -59,7 +61,7 @@ def main(argv=None):
         if args.quick:
             opts += ["--iters", "30", "--samples", "256", "--eval-samples", "4096"]
         out = os.path.join(args.out, name + ("_quick" if args.quick else ""))
-        resume = os.path.exists(os.path.join(out, "checkpoint.npz"))
+        resume = bool(list_checkpoints(out))
         cli_args = build_parser().parse_args(["train", *opts, "--out", out, "--no-progress"]
                                              + (["--resume"] if resume else []))
         t0 = time.perf_counter()
