@@ -226,6 +226,12 @@ def _stack_real(x: jax.Array, axis: int = 0) -> jax.Array:
     return jnp.concatenate([x.real, x.imag], axis=axis)
 
 
+def _real_or_complex(x: jax.Array, dtype) -> Any:
+    """``dtype``'s precision with the kind (real / complex) of ``x``."""
+    real_dt = jnp.finfo(dtype).dtype
+    return jnp.result_type(real_dt, jnp.complex64) if jnp.iscomplexobj(x) else real_dt
+
+
 def _axis_name(mesh: Mesh):
     names = tuple(mesh.axis_names)
     return names[0] if len(names) == 1 else names
@@ -300,22 +306,26 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
     w = (jnp.arange(n_rows) < n).astype(jnp.float64)
     e_c = (e - jnp.sum(w * e) / n) * w / np.sqrt(n)
     if real:
-        rhs = _stack_real(e_c) if jnp.iscomplexobj(jac) else e_c.real
+        # a real e_loc with a complex jac: the imaginary rows of the stacked rhs are 0
+        rhs = _stack_real(e_c.astype(jnp.complex128)) if jnp.iscomplexobj(jac) else e_c.real
         rhs = rhs.astype(jnp.float64)
     else:
         rhs = e_c.astype(jnp.complex128 if (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)) else jnp.float64)
 
-    def centered_block(start, size, dtype=cdt):
-        ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(dtype)
-        wb = w.astype(jnp.finfo(dtype).dtype)
-        mean = jnp.einsum("s,sk->k", wb, ob) / n
-        ob = (ob - mean) * (wb / float(np.sqrt(n)))[:, None]
+    def centered_block(start, size):
+        """Columns [start, start + size) of Ō in float64 (complex128), (rows, size)."""
+        ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(cdt)
+        mean = jnp.einsum("s,sk->k", w, ob) / n
+        ob = (ob - mean) * (w / float(np.sqrt(n)))[:, None]
         if real:
             ob = _stack_real(ob, axis=0)
         return ob
 
     def gram_block(start, size):
-        t_block = _gram(centered_block(start, size, jac.dtype if gram_in_jac_dtype else cdt))
+        # centred in float64 first, then rounded: a large column mean does not cost the
+        # float32 Gram matrix its digits (the product itself stays in jac.dtype)
+        ob = centered_block(start, size)
+        t_block = _gram(ob.astype(_real_or_complex(ob, jac.dtype)) if gram_in_jac_dtype else ob)
         return t_block.astype(jnp.float64 if real else cdt)
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
@@ -421,7 +431,8 @@ def sr_direction(
         ``mu = momentum`` in [0, 1); ``previous=None`` with ``mu > 0`` is a zero memory.
       gram_precision: ``"float64"`` (default): S or T formed in float64 from the
         converted Jacobian. ``"jacobian"``: formed in the Jacobian's own precision
-        (float32 for a float32 network: twice the matrix-product speed on CPUs) and
+        (float32 for a float32 network: twice the matrix-product speed on CPUs) from Ō
+        centred in float64 and then rounded (a large column mean costs no digits), and
         converted to float64 for the shift and the Cholesky solve; the right-hand side,
         the memory term and the final ``Ō^H y`` stay float64. The rounding of a float32
         S or T is far below the sampling noise of either: on the W1 workload the

@@ -174,6 +174,36 @@ def test_gram_in_jacobian_precision(rng, kind, n, p):
         sr_direction(jnp.asarray(O), jnp.asarray(e), gram_precision="float32")
 
 
+@pytest.mark.parametrize("kind", ["real", "complex_real_params", "holomorphic"])
+def test_gram_in_jacobian_precision_with_large_column_means(rng, kind):
+    """gram_precision="jacobian" centres in float64 before rounding to float32: columns
+    1000 + N(0, 1) keep their digits (MinSR centring in float32 left 1e-4 .. 2e-3 relative
+    error; now about 1e-7)."""
+    real_params = kind != "holomorphic"
+    for method, n, p in [("minsr", 48, 200), ("sr", 200, 48)]:  # each in its own regime
+        O = 1000.0 + rng.normal(size=(n, p))
+        if kind != "real":
+            O = O + 1j * (500.0 + rng.normal(size=(n, p)))
+        O = O.astype(np.complex64 if kind != "real" else np.float32)
+        e = rng.normal(size=n) - 3.0 + (1j * rng.normal(size=n) if kind == "holomorphic" else 0)
+        ref = reference_update(O, e, 1e-3, 0.0, real_params)  # the same float32 values, float64
+        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, method=method,
+                         real_params=real_params, gram_precision="jacobian", block_size=64)
+        err = np.linalg.norm(np.asarray(x) - ref) / np.linalg.norm(ref)
+        assert err < 1e-5, (method, err)
+
+
+def test_minsr_complex_jacobian_with_real_local_energies(rng):
+    """A complex Jacobian with a real e_loc (real parameters): the stacked right-hand side
+    [Re e; Im e] has zero imaginary rows (MinSR used to fail on the shape mismatch)."""
+    O, _ = random_problem(rng, 9, 70, "complex_real_params")
+    e = rng.normal(size=9) - 3.0
+    ref = reference_update(O, e, 1e-3, 0.0, True)
+    for method in ["minsr", "sr"]:
+        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, method=method)
+        np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+
+
 def test_fallback_on_singular_matrices(rng):
     # SR: duplicated parameter columns and no shift -> S exactly singular
     O, e = random_problem(rng, 40, 8, "real")
