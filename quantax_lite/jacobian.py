@@ -18,6 +18,7 @@ Parameter order is that of ``jax.flatten_util.ravel_pytree(params)``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import jax
@@ -57,27 +58,24 @@ def per_sample_grad(log_psi: Callable, *, holomorphic: bool = False, flatten: bo
     """``g(params, s) -> O(s)`` for one configuration ``s`` of shape (n_sites,).
 
     Returns the flat (P,) row (``flatten=True``) or a pytree like ``params``.
-    Complex ``log_psi`` with real parameters: grad of the real part + 1j * grad of
-    the imaginary part (one reverse pass for the two, via ``jax.jacrev``).
+    One forward pass of ``log_psi``. Complex ``log_psi`` with real parameters: grad
+    of the real part + 1j * grad of the imaginary part, from one batched reverse pass
+    with the cotangents 1 and -1j (JAX's vjp of a complex output z is
+    ``Re(ct * dz)``, so ``ct = 1`` gives d Re z and ``ct = -1j`` gives d Im z).
     """
 
     def one(params, s):
-        def f(p):
-            return log_psi(p, s[None])[0]
-
-        out = jax.eval_shape(f, params)
+        out, vjp = jax.vjp(lambda p: log_psi(p, s[None])[0], params)
         if out.shape != ():
             raise ValueError(
                 "jacobian: `log_psi(params, s)` must return shape (batch,), got per-sample "
                 f"shape {out.shape}."
             )
-        if holomorphic:
-            g = jax.grad(f, holomorphic=True)(params)
-        elif jnp.issubdtype(out.dtype, jnp.complexfloating):
-            parts = jax.jacrev(lambda p: jnp.stack([jnp.real(f(p)), jnp.imag(f(p))]))(params)
-            g = jax.tree.map(lambda x: lax.complex(x[0], x[1]), parts)
+        if holomorphic or not jnp.iscomplexobj(out):
+            (g,) = vjp(jnp.ones((), out.dtype))
         else:
-            g = jax.grad(f)(params)
+            (parts,) = jax.vmap(vjp)(jnp.asarray([1.0, -1.0j], out.dtype))
+            g = jax.tree.map(lambda x: lax.complex(x[0], x[1]), parts)
         return ravel_pytree(g)[0] if flatten else g
 
     return one
@@ -89,6 +87,35 @@ def _postprocess(o, n, center, normalize):
     if normalize:
         o = o / np.sqrt(n).astype(o.real.dtype)
     return o
+
+
+def _build_jacobian(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, flatten):
+    """A jitted ``jac(params, samples)``: (N, P) (``flatten``) or a pytree of (N, *shape)."""
+    rows = jax.vmap(per_sample_grad(log_psi, holomorphic=holomorphic, flatten=flatten), in_axes=(None, 0))
+    chunked = chunk_map(
+        rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=shard_batch, mesh=mesh
+    )
+
+    @jax.jit
+    def jac(params, samples):
+        n = samples.shape[0]
+        return jax.tree.map(lambda o: _postprocess(o, n, center, normalize), chunked(params, samples))
+
+    return jac
+
+
+# One compiled program per (log_psi, options) and input shapes, across eager calls. The
+# cache holds a reference to each log_psi (and what it closes over) until evicted.
+_cached_jacobian = functools.lru_cache(maxsize=32)(_build_jacobian)
+
+
+def _jacobian_fn(log_psi, *options):
+    """The cached jitted Jacobian for ``log_psi`` and ``options`` (built anew, uncached,
+    for an unhashable ``log_psi`` or mesh)."""
+    try:
+        return _cached_jacobian(log_psi, *options)
+    except TypeError:  # unhashable key
+        return _build_jacobian(log_psi, *options)
 
 
 def jacobian(
@@ -122,13 +149,13 @@ def jacobian(
     Returns:
       (N, P) array sharded by samples over the mesh: real for a real ``log_psi``,
       complex otherwise, in the precision of the parameters.
+
+    Eager calls with the same ``log_psi`` object, options and input shapes reuse one
+    compiled program (a small cache of jitted Jacobians keyed on them).
     """
     _check(log_psi, params, samples, holomorphic)
-    rows = jax.vmap(per_sample_grad(log_psi, holomorphic=holomorphic), in_axes=(None, 0))
-    o = chunk_map(
-        rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=shard_batch, mesh=mesh
-    )(params, samples)
-    return _postprocess(o, samples.shape[0], center, normalize)
+    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, True)
+    return jac(params, samples)
 
 
 def jacobian_pytree(
@@ -146,12 +173,8 @@ def jacobian_pytree(
     """As :func:`jacobian`, but a pytree like ``params`` whose leaves have a leading
     sample axis: leaf shape (N, *param.shape)."""
     _check(log_psi, params, samples, holomorphic)
-    rows = jax.vmap(per_sample_grad(log_psi, holomorphic=holomorphic, flatten=False), in_axes=(None, 0))
-    tree = chunk_map(
-        rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=shard_batch, mesh=mesh
-    )(params, samples)
-    n = samples.shape[0]
-    return jax.tree.map(lambda o: _postprocess(o, n, center, normalize), tree)
+    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, False)
+    return jac(params, samples)
 
 
 def make_jacobian(

@@ -5,6 +5,7 @@ import re
 import socket
 import subprocess
 import sys
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -242,6 +243,56 @@ def test_gradient_through_chunk_map(rng):
         np.testing.assert_allclose(g, jax.grad(lambda w: f(x, w).sum())(w), rtol=1e-12)
 
 
+def _log_row(r, w):
+    """One row; its derivative is non-finite on a zero row (log 0, 0 / 0)."""
+    return jnp.log(jnp.sum(r**2)) * w[0] + jnp.sin(r @ w)
+
+
+_log_f = jax.vmap(_log_row, in_axes=(0, None))
+
+
+# (batch, chunk_size, atleast_1chunk): 13 rows on 8 devices pad the batch to 16 (chunk 1
+# divides the 2 rows per device); 40 rows = 5 per device, a ragged last chunk of 2; 13 rows
+# with atleast_1chunk pad 2 rows per device to one chunk of 4.
+@pytest.mark.parametrize("batch, chunk, at1", [(13, 1, False), (40, 2, False), (13, 4, True)])
+def test_gradients_with_padded_rows_equal_unchunked(batch, chunk, at1, rng):
+    x = jnp.asarray(rng.uniform(0.5, 1.5, size=(batch, 3)))
+    w = jnp.asarray(rng.normal(size=(3,)))
+    ct = jnp.asarray(rng.normal(size=(batch,)))
+    want_x, want_w = jax.vjp(_log_f, x, w)[1](ct)
+    assert np.all(np.isfinite(want_x)) and np.all(np.isfinite(want_w))
+    for use_scan, shard_batch in itertools.product((False, True), (False, True)):
+        for chunk_size in (chunk, None) if shard_batch else (chunk,):
+            label = dict(use_scan=use_scan, shard_batch=shard_batch, chunk_size=chunk_size)
+            F = chunk_map(_log_f, in_axes=(0, None), chunk_size=chunk_size, use_scan=use_scan,
+                          shard_batch=shard_batch, atleast_1chunk=at1)
+            out, vjp = jax.vjp(F, x, w)
+            np.testing.assert_allclose(out, _log_f(x, w), rtol=1e-13, err_msg=str(label))
+            got_x, got_w = vjp(ct)
+            np.testing.assert_allclose(got_x, want_x, rtol=1e-12, atol=1e-14, err_msg=str(label))
+            np.testing.assert_allclose(got_w, want_w, rtol=1e-12, err_msg=str(label))
+
+
+def test_grad_jacrev_jvp_of_closure_with_padded_rows(rng):
+    """A parameter closed over by f (not an argument), jax.jacrev w.r.t. the rows, and
+    forward mode, through a ragged scan (5 rows per device, chunks of 2)."""
+    x = jnp.asarray(rng.uniform(0.5, 1.5, size=(40, 3)))
+    w = jnp.asarray(rng.normal(size=(3,)))
+    for shard_batch in (False, True):
+        def loss(w):  # f closes over w
+            F = chunk_map(lambda x: _log_f(x, w), chunk_size=2, use_scan=True, shard_batch=shard_batch)
+            return jnp.sum(F(x) ** 2)
+
+        want = jax.grad(lambda w: jnp.sum(_log_f(x, w) ** 2))(w)
+        np.testing.assert_allclose(jax.grad(loss)(w), want, rtol=1e-12)
+        F = chunk_map(_log_f, in_axes=(0, None), chunk_size=2, use_scan=True, shard_batch=shard_batch)
+        jx = jax.jacrev(F)(x[:24], w)  # 3 rows per device
+        np.testing.assert_allclose(jx, jax.jacrev(_log_f)(x[:24], w), rtol=1e-12, atol=1e-14)
+        t = jnp.asarray(rng.normal(size=(3,)))
+        _, tan = jax.jvp(lambda w: F(x, w), (w,), (t,))
+        np.testing.assert_allclose(tan, jax.jvp(lambda w: _log_f(x, w), (w,), (t,))[1], rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- #
 # the GSPMD case: symmetry-vmapped periodic conv Jacobian                      #
 # --------------------------------------------------------------------------- #
@@ -299,6 +350,23 @@ def test_scratch_memory_flat_in_batch():
         assert temps[4096, shard_batch] == temps[512, shard_batch], temps
         assert temps[4096, shard_batch] < plain[4096] / 16, (temps, plain)
     assert plain[4096] >= 7 * plain[512]  # the measure does see batch-sized scratch
+
+
+def test_scratch_memory_flat_for_ragged_batches():
+    """k * c + 1 rows per device (a ragged last chunk): no copy of the input to pad it, no
+    padded copy of the output; the scratch is that of k * c rows plus less than a chunk."""
+    f = jax.vmap(lambda r: jnp.cumsum(jnp.sin(jnp.outer(r, r)), axis=0).max())
+    mesh = make_mesh()
+    c, n = 8, 64
+    chunk_bytes = c * n * 8  # one chunk of input rows per device
+    for shard_batch in (False, True):
+        F = chunk_map(f, chunk_size=c, use_scan=True, shard_batch=shard_batch)
+        temps = {}
+        for rows in (4 * c, 4 * c + 1, 16 * c + 1):
+            x = jax.ShapeDtypeStruct((8 * rows, n), jnp.float64, sharding=NamedSharding(mesh, PartitionSpec("batch")))
+            temps[rows] = jax.jit(F).lower(x).compile().memory_analysis().temp_size_in_bytes
+        assert temps[16 * c + 1] == temps[4 * c + 1], (shard_batch, temps)
+        assert temps[4 * c + 1] - temps[4 * c] < chunk_bytes, (shard_batch, temps)
 
 
 # --------------------------------------------------------------------------- #
@@ -362,9 +430,21 @@ def test_error_chunk_size_type():
         chunk_map(jnp.sin, chunk_size=2.5)
 
 
-def test_error_out_axes_none():
-    with pytest.raises(ValueError, match="out_axes"):
-        chunk_map(jnp.sin, out_axes=None)
+def test_out_axes_none_passes_through_unless_chunked(rng):
+    """out_axes None: that output has no batch axis; fine when f is called once on the
+    whole batch, a clear error naming `out_axes` when the batch must be chunked."""
+    x = jnp.asarray(rng.normal(size=(32, 3)))
+    f = lambda x: (jnp.sin(x), jnp.sum(x))  # noqa: E731  (second output: no batch axis)
+    for F in (chunk_map(f, out_axes=(0, None)), chunk_map(f, out_axes=(0, None), chunk_size=4)):
+        got = F(x)  # 4 rows per device: f is called once, unchanged
+        np.testing.assert_array_equal(got[0], jnp.sin(x))
+        np.testing.assert_array_equal(got[1], jnp.sum(x))
+    np.testing.assert_array_equal(chunk_map(jnp.sum, out_axes=None)(x), jnp.sum(x))
+    for kwargs in (dict(chunk_size=1), dict(chunk_size=1, use_scan=True), dict(shard_batch=True)):
+        with pytest.raises(ValueError, match="out_axes"):
+            chunk_map(f, out_axes=(0, None), **kwargs)(x)
+        with pytest.raises(ValueError, match="out_axes"):
+            chunk_map(jnp.sum, out_axes=None, **kwargs)(x)
 
 
 def test_error_nested_shard_batch(rng):
@@ -379,6 +459,32 @@ def test_inner_plain_chunk_map_inside_shard_batch_runs_locally(rng):
     outer = chunk_map(lambda x: inner(x) * 2, chunk_size=4, use_scan=True, shard_batch=True)
     x = jnp.asarray(rng.normal(size=(64, 2)))
     np.testing.assert_array_equal(outer(x), jnp.sin(x) * 2)
+
+
+def test_vmap_axis_name_equal_to_mesh_axis_is_not_a_shard_map(rng):
+    """jax.vmap(..., axis_name="batch") binds the mesh's axis name; chunk_map must still
+    spread and chunk the batch over the 8 devices (and shard_batch must not call it nested)."""
+    xs = jnp.asarray(rng.normal(size=(3, 40, 4)))
+    f = jax.vmap(lambda r: jnp.sin(r) * r.sum())
+    for use_scan, shard_batch in [(False, False), (True, False), (True, True)]:
+        F = chunk_map(f, chunk_size=2, use_scan=use_scan, shard_batch=shard_batch)
+        got = jax.vmap(F, axis_name="batch")(xs)
+        np.testing.assert_allclose(got, jax.vmap(f)(xs), rtol=1e-14, err_msg=str((use_scan, shard_batch)))
+
+
+class _Pair(NamedTuple):
+    rows: jax.Array  # (batch, 3)
+    cols: jax.Array  # (3, batch)
+
+
+def test_namedtuple_output_with_tuple_out_axes(rng):
+    x = jnp.asarray(rng.normal(size=(20, 3)))
+    f = lambda x: _Pair(jnp.sin(x), jnp.cos(x).T)  # noqa: E731
+    for chunk, use_scan, shard_batch in [(None, False, False), (2, False, False), (2, True, True)]:
+        got = chunk_map(f, out_axes=(0, 1), chunk_size=chunk, use_scan=use_scan, shard_batch=shard_batch)(x)
+        assert isinstance(got, _Pair)
+        np.testing.assert_array_equal(got.rows, jnp.sin(x))
+        np.testing.assert_array_equal(got.cols, jnp.cos(x).T)
 
 
 def test_error_f_not_callable():

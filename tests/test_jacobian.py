@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from quantax_lite.jacobian import jacobian, jacobian_pytree, make_jacobian
+from quantax_lite.jacobian import jacobian, jacobian_pytree, make_jacobian, per_sample_grad
 from quantax_lite.lattice import Square
 from quantax_lite.models import make_conv_nqs, make_rbm_nqs
 from quantax_lite.symmetry import translations
@@ -204,3 +204,77 @@ def test_bad_arguments_raise_clear_errors():
         jacobian(log_psi, params, jnp.ones((2, 3), jnp.int8), holomorphic=True)
     with pytest.raises(ValueError, match=r"shape \(batch,\)"):
         jacobian(lambda p, s: jnp.outer(s.astype(float) @ p["w"], p["w"]), params, jnp.ones((2, 3), jnp.int8))
+
+
+# --------------------------------------------------------------------------- #
+# compiles, forward passes and scratch memory                                  #
+# --------------------------------------------------------------------------- #
+
+
+def _counting_rbm(counter, complex_output):
+    """A small RBM-like log psi that counts its traces (Python calls) in ``counter``."""
+
+    def log_psi(p, s):
+        counter.append(1)
+        h = s.astype(p["W"].dtype) @ p["W"]
+        out = jnp.sum(jnp.log(jnp.cosh(h)), axis=-1)
+        return out + (1j if complex_output else 1.0) * jnp.sum(jnp.sin(h), axis=-1)
+
+    return log_psi
+
+
+def test_eager_jacobian_compiles_once(rng):
+    """Repeated eager calls with the same log_psi, options and shapes reuse one program:
+    log_psi is traced on the first call only."""
+    calls = []
+    log_psi = _counting_rbm(calls, complex_output=True)
+    reference_log_psi = _counting_rbm([], complex_output=True)
+    params = {"W": jnp.asarray(0.3 * rng.normal(size=(6, 4)))}
+    for fn in (jacobian, jacobian_pytree):
+        counts = []
+        for _ in range(3):
+            s = jnp.asarray(rng.choice(np.array([-1, 1], np.int8), size=(40, 6)))
+            o = fn(log_psi, params, s, chunk_size=2, center=True)
+            counts.append(len(calls))
+            flat = o if fn is jacobian else o["W"].reshape(40, -1)
+            ref = reference_jacobian(reference_log_psi, params, s)
+            np.testing.assert_allclose(np.asarray(flat), ref - ref.mean(axis=0), rtol=1e-10, atol=1e-12)
+        assert counts[0] > 0 and counts[2] == counts[1] == counts[0], (fn.__name__, counts)
+        calls.clear()
+
+
+def test_complex_output_one_forward_pass(rng):
+    """Real parameters, complex log psi: one forward evaluation per row, as for a real
+    log psi of the same shape (not one for the real part and one for the imaginary part)."""
+    params = {"W": jnp.asarray(0.3 * rng.normal(size=(16, 32)))}
+    s = jnp.asarray(rng.choice(np.array([-1, 1], np.int8), size=(64, 16)))
+    traces, flops = {}, {}
+    for complex_output in (False, True):
+        calls = []
+        rows = jax.vmap(per_sample_grad(_counting_rbm(calls, complex_output)), in_axes=(None, 0))
+        compiled = jax.jit(rows).lower(params, s).compile()
+        traces[complex_output] = len(calls)
+        flops[complex_output] = compiled.cost_analysis()["flops"]
+    assert traces[True] == traces[False] == 1, traces
+    # two reverse passes (real and imaginary part) over one forward pass
+    assert flops[True] < 2.2 * flops[False], flops
+
+
+def test_jacobian_scratch_memory_flat_for_ragged_batches(rng):
+    """k * c + 1 samples per device: no padded copy of the samples, no (N, P) copy of the
+    Jacobian to slice off the padded rows."""
+    c, n_params = 8, 256
+    params = {"W": jnp.zeros((16, n_params // 16))}
+
+    def log_psi(p, s):
+        return jnp.sum(jnp.tanh(s.astype(p["W"].dtype) @ p["W"]), axis=-1)
+
+    mesh = make_mesh()
+    for shard_batch in (True, False):
+        temps = {}
+        for rows in (4 * c, 4 * c + 1, 16 * c + 1):
+            s = jax.ShapeDtypeStruct((8 * rows, 16), jnp.int8, sharding=batch_sharding(mesh, 2))
+            fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=c, shard_batch=shard_batch))
+            temps[rows] = fn.lower(params, s).compile().memory_analysis().temp_size_in_bytes
+        assert temps[16 * c + 1] == temps[4 * c + 1], (shard_batch, temps)
+        assert temps[4 * c + 1] - temps[4 * c] < 4 * c * n_params * 8, (shard_batch, temps)

@@ -14,6 +14,17 @@ device's ``b`` rows are padded with zeros to ``n * chunk_size`` and chunk ``i``
 is made of rows ``i * chunk_size ... (i + 1) * chunk_size - 1`` of every device
 (``D * chunk_size`` rows, sharded so that each device holds its own). Outputs
 are put back in the original order and padded rows are dropped.
+
+Memory. The scan reads each chunk with a dynamic slice of the unpadded rows and
+writes f's rows into an output buffer of exactly ``b`` rows per device; a ragged
+last chunk is read from a window clamped to the end of the rows, shifted, with
+zeros for the missing rows, so nothing the size of the batch is copied.
+
+Gradients. Wherever a call of ``f`` sees padded rows, it goes through a
+``custom_jvp``: the value is ``f`` on the zero-padded rows (what the
+specification asks), the derivative is that of ``f`` at the same rows with every
+padded row replaced by a real one (row 0 of the call) and a zero tangent. The
+padded rows thus add exact zeros to every gradient, never ``0 * inf = nan``.
 """
 from __future__ import annotations
 
@@ -28,6 +39,12 @@ from jax import lax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from .mesh import make_mesh, mesh_size
+
+try:  # True outside every JAX transformation (jit, grad, vmap, ...)
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - a JAX without it: always use the safe rule
+    def _trace_state_clean() -> bool:
+        return False
 
 __all__ = ["chunk_map"]
 
@@ -67,13 +84,26 @@ def _check_axis_spec(name: str, spec, allow_none: bool):
             kinds = "an int or None" if allow_none else "an int"
             raise TypeError(f"chunk_map: every entry of `{name}` must be {kinds}, got {bad[0]!r} in {spec!r}.")
     elif not ok(spec):
-        if spec is None:
-            raise ValueError(
-                f"chunk_map: `{name}=None` is not supported: every output of f must have a "
-                "batch axis (an int, or a tuple of ints, one per output)."
-            )
         kinds = "an int, None or a tuple" if allow_none else "an int or a tuple of ints"
         raise TypeError(f"chunk_map: `{name}` must be {kinds}, got {spec!r}.")
+
+
+def _has_none(spec) -> bool:
+    return spec is None or (isinstance(spec, (tuple, list)) and any(a is None for a in spec))
+
+
+def _check_out_axes_chunkable(out_axes, chunking: bool):
+    """``out_axes`` None (an output without a batch axis) cannot be chunked or sharded."""
+    if _has_none(out_axes):
+        why = "shard_batch=True splits the batch over devices" if not chunking else (
+            "the per-device batch exceeds `chunk_size` (or atleast_1chunk pads it), so f is called "
+            "once per chunk"
+        )
+        raise ValueError(
+            f"chunk_map: `out_axes`={out_axes!r} marks an output without a batch axis, which can "
+            f"only be passed through when f is called once on the whole batch; here {why} and "
+            "such an output has no rows to put together. Give every output a batch axis."
+        )
 
 
 def _normalize_in_axes(in_axes, n_args: int) -> tuple:
@@ -96,14 +126,13 @@ def _resolve_axis(axis: int, ndim: int, what: str) -> int:
 
 
 def _mesh_axes_bound(mesh) -> bool:
-    """True while tracing inside a ``shard_map`` over any of ``mesh``'s axes."""
-    for name in mesh.axis_names:
-        try:
-            lax.axis_size(name)
-            return True
-        except NameError:
-            pass
-    return False
+    """True while tracing inside a ``shard_map`` over any of ``mesh``'s axes.
+
+    Read from the manual axes of the abstract mesh in context, so that a ``jax.vmap``
+    axis that happens to share a mesh axis name is not taken for a ``shard_map``.
+    """
+    manual = jax.sharding.get_abstract_mesh().manual_axes
+    return any(name in manual for name in mesh.axis_names)
 
 
 # --------------------------------------------------------------------------- #
@@ -175,8 +204,9 @@ def _batch_axes(plan: _Plan) -> list:
 # --------------------------------------------------------------------------- #
 
 
-def _out_axis_tree(out_axes, out):
-    """A pytree of ints matching ``out``: the batch axis of every output leaf."""
+def _out_axes_per_leaf(out_axes, out) -> list:
+    """The batch axis (an int, or None: no batch axis) of every leaf of ``out``, in leaf order."""
+    n_leaves = lambda o: len(jax.tree_util.tree_leaves(o))  # noqa: E731
     if isinstance(out_axes, (tuple, list)):
         if not isinstance(out, (tuple, list)) or len(out) != len(out_axes):
             n = len(out) if isinstance(out, (tuple, list)) else "a non-tuple"
@@ -184,14 +214,15 @@ def _out_axis_tree(out_axes, out):
                 f"chunk_map: `out_axes` has {len(out_axes)} entries but f returned {n} "
                 "outputs; give one entry per output or a single int."
             )
-        return type(out)(jax.tree_util.tree_map(lambda _: int(a), o) for a, o in zip(out_axes, out))
-    return jax.tree_util.tree_map(lambda _: int(out_axes), out)
+        return [a for a, o in zip(out_axes, out) for _ in range(n_leaves(o))]
+    return [out_axes] * n_leaves(out)
 
 
 def _check_outputs(out, out_axes):
     """Validate f's outputs against ``out_axes`` (shapes only); returns ``out``."""
-    axis_tree = _out_axis_tree(out_axes, out)
-    for leaf, ax in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(axis_tree)):
+    for leaf, ax in zip(jax.tree_util.tree_leaves(out), _out_axes_per_leaf(out_axes, out)):
+        if ax is None:
+            continue
         ndim = np.ndim(leaf)
         if ndim == 0:
             raise ValueError("chunk_map: f returned a scalar output; every output must have a batch axis.")
@@ -201,11 +232,9 @@ def _check_outputs(out, out_axes):
 
 def _to_front(out, out_axes):
     """Move every output leaf's batch axis to the front; returns (leaves, treedef, axes)."""
-    axis_tree = _out_axis_tree(out_axes, out)
     leaves, treedef = jax.tree_util.tree_flatten(out)
-    axes = jax.tree_util.tree_leaves(axis_tree)
     front, resolved = [], []
-    for leaf, ax in zip(leaves, axes):
+    for leaf, ax in zip(leaves, _out_axes_per_leaf(out_axes, out)):
         leaf = jnp.asarray(leaf)
         if leaf.ndim == 0:
             raise ValueError("chunk_map: f returned a scalar output; every output must have a batch axis.")
@@ -258,48 +287,150 @@ def _call_f(loop: _Loop, arrays, n_blocks: int, rows: int):
     return blocks, treedef, out_axes
 
 
-def _chunk_loop(loop: _Loop, arrays, n_blocks: int, rows: int, chunking: bool):
-    """Evaluate f over blocks (n_blocks, rows, ...), ``chunk_size`` rows of each at a time."""
-    if not chunking:
+def _valid_rows(n_valid, start, rows: int):
+    """(n_blocks, rows) bool: row ``start + j`` of block d is real (``< n_valid[d]``)."""
+    return (start + jnp.arange(rows, dtype=jnp.int32))[None, :] < n_valid[:, None]
+
+
+def _zero_where(keep, t):
+    """Tangent ``t`` where ``keep`` (broadcast on t's leading axes), else 0; float0 as is."""
+    if t.dtype == jax.dtypes.float0:
+        return t
+    keep = jnp.reshape(keep, jnp.shape(keep) + (1,) * (t.ndim - jnp.ndim(keep)))
+    return jnp.where(keep, t, jnp.zeros_like(t))
+
+
+def _call_padded(loop: _Loop, arrays, n_blocks: int, rows: int, n_valid, start=0):
+    """:func:`_call_f` on blocks (n_blocks, rows, ...) whose rows ``start + j >= n_valid[d]``
+    are zero padding (``n_valid`` None: every row is real).
+
+    The value is f on the zero-padded rows. Derivatives (a ``custom_jvp``) are taken at
+    the same rows with every padded row replaced by row (0, 0) of the blocks (a real row:
+    chunk starts are real rows of block 0) and a zero tangent; where row (0, 0) is
+    padding too (inside ``shard_map``: a device whose chunk is all padding) whole
+    arguments and values closed over by f get a zero tangent as well. Padded rows thus
+    add exact zeros to every derivative, never ``0 * inf = nan``.
+    """
+    if n_valid is None or _trace_state_clean():  # nothing padded, or nothing to differentiate
         return _call_f(loop, arrays, n_blocks, rows)
+    axes = _batch_axes(loop.plan)
+    valid = _valid_rows(n_valid, start, rows)
+    info = {}
+
+    def call(arrays):
+        outs, info["treedef"], info["axes"] = _call_f(loop, arrays, n_blocks, rows)
+        return outs
+
+    # hoist traced values that f closes over into arguments, so that they are differentiated
+    # by the rule below too
+    call, consts = jax.closure_convert(call, arrays)
+
+    @jax.custom_jvp
+    def padded_call(arrays, valid, consts):
+        return call(arrays, *consts)
+
+    @padded_call.defjvp
+    def padded_call_jvp(primals, tangents):
+        arrays, valid, consts = primals
+        t_arrays, _, t_consts = tangents
+        any_real = valid[0, 0]
+        real = [x if ax is None else jnp.where(_row_mask(valid, x), x, x[:1, :1]) for x, ax in zip(arrays, axes)]
+        t_arrays = [_zero_where(any_real if ax is None else valid, t) for t, ax in zip(t_arrays, axes)]
+        t_consts = [_zero_where(any_real, t) for t in t_consts]
+        _, t_out = jax.jvp(lambda a, k: call(a, *k), (real, list(consts)), (t_arrays, t_consts))
+        return call(arrays, *consts), t_out
+
+    outs = padded_call(arrays, valid, list(consts))
+    return outs, info["treedef"], info["axes"]
+
+
+def _row_mask(valid, x):
+    """(n_blocks, rows) mask, broadcastable against x (n_blocks, rows, ...)."""
+    return valid.reshape(valid.shape + (1,) * (x.ndim - 2))
+
+
+def _read_chunk(x, start, c: int, rows: int):
+    """Rows ``start ... start + c - 1`` (axis 1) of x (n_blocks, rows, ...), zeros past ``rows``.
+
+    A ragged last chunk is read from the window of c rows that ends at ``rows``, shifted
+    into place and zero-filled: nothing larger than two chunks is materialized.
+    """
+    if rows % c == 0:
+        return lax.dynamic_slice_in_dim(x, start, c, axis=1)
+    at = jnp.minimum(start, rows - c)
+    window = lax.dynamic_slice_in_dim(x, at, c, axis=1)
+    return lax.dynamic_slice_in_dim(jnp.concatenate([window, jnp.zeros_like(window)], axis=1), start - at, c, axis=1)
+
+
+def _write_chunk(buf, out, start, c: int, rows: int):
+    """``buf[:, start:start + c] = out`` (axis 1), dropping the rows of out past ``rows``.
+
+    buf: (n_blocks, rows, ...); a ragged last chunk is shifted into the window of c rows
+    that ends at ``rows``, whose first rows keep the values already written.
+    """
+    if rows % c == 0:
+        return lax.dynamic_update_slice_in_dim(buf, out, start, axis=1)
+    at = jnp.minimum(start, rows - c)
+    shift = start - at
+    moved = lax.dynamic_slice_in_dim(jnp.concatenate([out, out], axis=1), c - shift, c, axis=1)
+    old = lax.dynamic_slice_in_dim(buf, at, c, axis=1)
+    keep = (jnp.arange(c) < shift)[None, :]
+    return lax.dynamic_update_slice_in_dim(buf, jnp.where(_row_mask(keep, out), old, moved), at, axis=1)
+
+
+def _static_chunk(x, start: int, c: int, rows: int):
+    """Rows ``start ... start + c - 1`` (axis 1) of x, the last chunk padded with zeros."""
+    return _pad_rows(lax.slice_in_dim(x, start, min(start + c, rows), axis=1), c, 1)
+
+
+def _chunk_loop(loop: _Loop, arrays, n_blocks: int, rows: int, chunking: bool, n_valid=None):
+    """Evaluate f over blocks (n_blocks, rows, ...), ``chunk_size`` rows of each at a time.
+
+    n_valid: None (every row is real) or (n_blocks,) ints, the number of leading real
+    rows of each block (the others are zero padding). Returns f's output blocks
+    (n_blocks, rows, ...), their treedef and out axes.
+    """
+    if not chunking:
+        return _call_padded(loop, arrays, n_blocks, rows, n_valid)
 
     c = loop.chunk_size
-    n_chunks = max(1, math.ceil(rows / c))
-    padded = n_chunks * c
     axes = _batch_axes(loop.plan)
-    arrays = [x if ax is None else _pad_rows(x, padded, 1) for x, ax in zip(arrays, axes)]
+    if rows % c and n_valid is None:
+        n_valid = np.full((n_blocks,), rows, np.int32)
+    if rows < c:  # atleast_1chunk: one chunk, padded (less than a chunk is copied)
+        padded = [x if ax is None else _pad_rows(x, c, 1) for x, ax in zip(arrays, axes)]
+        outs, treedef, out_axes = _call_padded(loop, padded, n_blocks, c, n_valid)
+        return [o[:, :rows] for o in outs], treedef, out_axes
 
-    def chunk_of(i):
-        return [
-            x if ax is None else lax.dynamic_slice_in_dim(x, i * c, c, axis=1)
-            for x, ax in zip(arrays, axes)
-        ]
+    n_chunks = -(-rows // c)
+
+    def chunk_of(i, read):
+        return [x if ax is None else read(x, i * c, c, rows) for x, ax in zip(arrays, axes)]
 
     if loop.use_scan:
-        blocks_shape, treedef, out_axes = _abstract_call(loop, chunk_of(0), n_blocks, c)
+        blocks_shape, treedef, out_axes = _abstract_call(loop, chunk_of(0, _read_chunk), n_blocks, c)
         buffers = [
-            loop.constrain_blocks(jnp.zeros((s.shape[0], padded) + s.shape[2:], s.dtype))
+            loop.constrain_blocks(jnp.zeros((s.shape[0], rows) + s.shape[2:], s.dtype))
             for s in blocks_shape
         ]
 
         def body(carry, _):
             i, bufs = carry
-            outs, _, _ = _call_f(loop, chunk_of(i), n_blocks, c)
-            bufs = [lax.dynamic_update_slice_in_dim(b, o, i * c, axis=1) for b, o in zip(bufs, outs)]
+            outs, _, _ = _call_padded(loop, chunk_of(i, _read_chunk), n_blocks, c, n_valid, i * c)
+            bufs = [_write_chunk(b, o, i * c, c, rows) for b, o in zip(bufs, outs)]
             return (i + 1, bufs), None
 
         # The chunk index is carried, not scanned over, so no array grows with the batch.
         (_, outs), _ = lax.scan(body, (jnp.int32(0), buffers), None, length=n_chunks)
-    else:
-        pieces = []
-        for i in range(n_chunks):
-            outs_i, treedef, out_axes = _call_f(loop, [
-                x if ax is None else lax.slice_in_dim(x, i * c, (i + 1) * c, axis=1)
-                for x, ax in zip(arrays, axes)
-            ], n_blocks, c)
-            pieces.append(outs_i)
-        outs = [jnp.concatenate(p, axis=1) if len(p) > 1 else p[0] for p in zip(*pieces)]
-    outs = [o[:, :rows] if padded != rows else o for o in outs]
+        return outs, treedef, out_axes
+
+    pieces = []
+    for i in range(n_chunks):
+        outs_i, treedef, out_axes = _call_padded(loop, chunk_of(i, _static_chunk), n_blocks, c, n_valid, i * c)
+        if (i + 1) * c > rows:
+            outs_i = [o[:, : rows - i * c] for o in outs_i]
+        pieces.append(outs_i)
+    outs = [jnp.concatenate(p, axis=1) if len(p) > 1 else p[0] for p in zip(*pieces)]
     return outs, treedef, out_axes
 
 
@@ -404,7 +535,7 @@ def chunk_map(
     if not callable(f):
         raise TypeError(f"chunk_map: `f` must be callable, got {type(f).__name__}.")
     _check_axis_spec("in_axes", in_axes, allow_none=True)
-    _check_axis_spec("out_axes", out_axes, allow_none=False)
+    _check_axis_spec("out_axes", out_axes, allow_none=True)
     _check_chunk_size(chunk_size)
     if mesh is not None and not isinstance(mesh, (Mesh, AbstractMesh)):
         raise TypeError(f"chunk_map: `mesh` must be a jax.sharding.Mesh or AbstractMesh, got {type(mesh).__name__}.")
@@ -414,6 +545,10 @@ def chunk_map(
         names = tuple(cfg.mesh.axis_names)
         total = cfg.n_devices * cfg.per_device
         axes = _batch_axes(plan)
+        n_valid = None  # real rows per device: the batch is padded to a multiple of the devices
+        if total != plan.batch:
+            n_valid = np.clip(plan.batch - cfg.per_device * np.arange(cfg.n_devices), 0, cfg.per_device)
+            n_valid = n_valid.astype(np.int32)
         xs = [
             x if ax is None else _pad_rows(jnp.moveaxis(jnp.asarray(x), ax, 0), total, 0)
             for x, ax in zip(arrays, axes)
@@ -422,15 +557,18 @@ def chunk_map(
             info = {}
             loop = _Loop(f, plan, out_axes, chunk_size, use_scan, _identity, _identity)
 
-            def local(*xs):
+            def local(xs, n_valid):
                 blocks = [x if ax is None else x.reshape((1,) + x.shape) for x, ax in zip(xs, axes)]
-                outs, info["treedef"], info["axes"] = _chunk_loop(loop, blocks, 1, cfg.per_device, cfg.chunking)
+                outs, info["treedef"], info["axes"] = _chunk_loop(
+                    loop, blocks, 1, cfg.per_device, cfg.chunking, n_valid
+                )
                 return [o.reshape(o.shape[1:]) for o in outs]
 
-            in_specs = tuple(PartitionSpec(names) if ax is not None else PartitionSpec() for ax in axes)
+            in_specs = [PartitionSpec(names) if ax is not None else PartitionSpec() for ax in axes]
             outs = jax.shard_map(
-                local, mesh=cfg.mesh, in_specs=in_specs, out_specs=PartitionSpec(names), check_vma=False
-            )(*xs)
+                local, mesh=cfg.mesh, in_specs=(in_specs, PartitionSpec(names)),
+                out_specs=PartitionSpec(names), check_vma=False,
+            )(xs, n_valid)
             treedef, out_ax = info["treedef"], info["axes"]
         else:
             if cfg.inside:
@@ -443,7 +581,9 @@ def chunk_map(
                 x if ax is None else place(x.reshape((cfg.n_devices, cfg.per_device) + x.shape[1:]))
                 for x, ax in zip(xs, axes)
             ]
-            outs, treedef, out_ax = _chunk_loop(loop, blocks, cfg.n_devices, cfg.per_device, cfg.chunking)
+            outs, treedef, out_ax = _chunk_loop(
+                loop, blocks, cfg.n_devices, cfg.per_device, cfg.chunking, n_valid
+            )
             outs = [o.reshape((total,) + o.shape[2:]) for o in outs]
         outs = [o[: plan.batch] if total != plan.batch else o for o in outs]
         outs = [jnp.moveaxis(o, 0, ax) for o, ax in zip(outs, out_ax)]
@@ -471,6 +611,7 @@ def chunk_map(
         )
         if not shard_batch and not chunking:
             return _check_outputs(f(*args), out_axes)
+        _check_out_axes_chunkable(out_axes, chunking)
         cfg = _Config(plan, the_mesh, n_devices, per_device, chunking, inside)
         if use_scan or shard_batch:
             return run_jit(arrays, cfg)
