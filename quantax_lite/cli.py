@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Train the symmetrized convolutional NQS by VMC with SR/MinSR. Energies in "
             "spin-1/2 units (Heisenberg, J1-J2) or Pauli units (tfim). Writes log.jsonl, "
-            "summary.json, energy.png and checkpoint.npz to --out."
+            "summary.json, energy.png and the last checkpoints (checkpoint-<step>.npz) to --out; exit "
+            "status 2 for a usage error, 3 for a run that diverged."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -77,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="network output: positive (real log psi) for sign-free ground states; signed (a "
                         "real psi with a learned sign, for real Hamiltonians with a sign structure); "
                         "complex (a free phase); auto: positive for heisenberg with the Marshall sign and "
-                        "for tfim with h >= 0 (sign-free), signed otherwise")
+                        "for tfim (for h < 0 in the basis rotated by prod sz, which makes its ground "
+                        "state positive), signed otherwise")
     g.add_argument("--precision", default="f32", choices=["f32", "f64"],
                    help="network precision (the SR solve is always float64)")
     g = t.add_argument_group("optimization")
@@ -295,7 +297,8 @@ def build_system(args):
             "in the Sz = 0 sector, which needs an even number of sites."
         )
     if args.hamiltonian == "tfim":
-        ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if args.h is None else args.h)
+        # for h < 0, the basis rotated by prod sz (same spectrum) makes the ground state positive
+        ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if args.h is None else args.h, sign_rule=True)
     else:
         j2 = (0.5 if args.J2 is None else args.J2) if args.hamiltonian == "j1j2" else 0.0
         marshall = lattice.is_bipartite and not args.no_marshall
@@ -315,9 +318,9 @@ def amplitude_kind(args, ham) -> str:
     if args.amplitude != "auto":
         return args.amplitude
     if args.hamiltonian == "tfim":
-        # -h sx: non-positive off-diagonal elements (stoquastic, a positive ground state)
-        # for h >= 0; for h < 0 the ground state carries the sign (-1)^(number of down spins)
-        return "positive" if ham.h >= 0 else "signed"
+        # -h sx: non-positive off-diagonal elements (a positive ground state) for h >= 0,
+        # or for any h in the sign-rule basis; otherwise the sign (-1)^(number of down spins)
+        return "positive" if ham.field >= 0 else "signed"
     if args.hamiltonian == "heisenberg" and ham.marshall_sign:
         return "positive"
     # every Hamiltonian here is real and the sector's characters are 1: a real ground state
@@ -415,7 +418,7 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str) -> 
         ax.axhline(exact, color="k", lw=1, ls="--", label=f"exact {exact:.6f}")
         lo = min(e[len(e) // 10:] or e)
         ax.set_ylim(lo - 0.02 * abs(exact), exact + 0.1 * abs(exact) if e[0] > exact + 0.1 * abs(exact) else max(e) + 0.01)
-        rel = [abs((x - exact) / exact) for x in e]
+        rel = [max(abs((x - exact) / exact), 1e-16) for x in e]  # log scale: no zeros
         axes[1, 0].semilogy(it, rel, ".", ms=2)
         axes[1, 0].set_ylabel("|E - E_exact| / |E_exact|")
     ax.set_ylabel("energy")

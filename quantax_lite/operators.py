@@ -317,21 +317,33 @@ class TransverseFieldIsing(SpinHamiltonian):
 
     Nearest-neighbour (order-1) bonds. ``max_conn = 1 + n_sites`` (slot ``1 + i``: flip of
     site ``i``, element ``-h``).
+
+    ``sign_rule=True`` uses the basis rotated by ``U = prod_i s^z_i`` when ``h < 0``:
+    ``U H U`` has the field ``|h|`` (elements ``-|h|``), the same spectrum, and a positive
+    ground state; its eigenvectors are those of ``H`` times ``(-1)^(number of down spins)``.
+    For ``h >= 0`` it changes nothing (the model is already sign-free).
     """
 
     lattice: Lattice
     J: float = 1.0
     h: float = 1.0
+    sign_rule: bool = False
 
     def __post_init__(self):
         if not isinstance(self.lattice, Lattice):
             raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(self.lattice).__name__}")
         for name in ("J", "h"):
             object.__setattr__(self, name, _check_coupling(getattr(self, name), name))
+        object.__setattr__(self, "sign_rule", bool(self.sign_rule))
 
     @property
     def conserves_sz(self) -> bool:
         return self.h == 0.0
+
+    @property
+    def field(self) -> float:
+        """The field in the basis used: ``|h|`` with ``sign_rule``, else ``h``."""
+        return abs(self.h) if self.sign_rule else self.h
 
     @cached_property
     def bonds(self) -> np.ndarray:
@@ -349,8 +361,8 @@ class TransverseFieldIsing(SpinHamiltonian):
             constant=0.0,
             flip=flip,
             cond_pairs=np.stack([site, site], axis=1),
-            amp_aligned=np.full(n, -self.h),
-            amp_anti=np.full(n, -self.h),
+            amp_aligned=np.full(n, -self.field),
+            amp_anti=np.full(n, -self.field),
         )
 
 

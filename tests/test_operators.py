@@ -328,6 +328,23 @@ def test_marshall_sign_is_a_basis_rotation():
         assert not np.allclose(rot, plain)
 
 
+def test_ising_sign_rule_is_a_basis_rotation(rng):
+    """sign_rule=True is U H U with U = prod sz = (-1)^(number of down spins) for h < 0,
+    and changes nothing for h >= 0."""
+    lattice = Chain(6)
+    states = all_states(6, None)
+    u = np.prod(states, axis=1).astype(float)
+    for h in (-abs(rng.normal()) - 0.1, abs(rng.normal()) + 0.1):
+        plain = TransverseFieldIsing(lattice, J=rng.normal(), h=h)
+        rot = TransverseFieldIsing(lattice, J=plain.J, h=h, sign_rule=True)
+        a, b = plain.to_dense(states), rot.to_dense(states)
+        if h < 0:
+            np.testing.assert_allclose(b, u[:, None] * a * u[None, :], atol=1e-14)
+            assert not np.allclose(a, b) and np.all(b - np.diag(np.diag(b)) <= 0)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
 def test_bad_input():
     ham = Heisenberg(Chain(6))
     log_psi, params = make_log_psi(6, seed=0)
