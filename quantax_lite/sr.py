@@ -72,7 +72,7 @@ device.
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 import jax
@@ -569,6 +569,67 @@ def unravel_like(flat: jax.Array, params: Any) -> Any:
     return jax.tree.unflatten(treedef, pieces)
 
 
+# sr_direction options that natural_gradient passes as traced values (changing them, e.g.
+# a diag_shift schedule, does not recompile); arrays are traced too, everything else static.
+_TRACED_SR_OPTIONS = ("diag_shift", "diag_scale")
+_SR_OPTIONS = (
+    "diag_shift", "diag_scale", "method", "real_params", "rcond", "block_size", "momentum",
+    "previous", "gram_precision",
+)
+
+
+def _split_sr_options(sr_options: dict) -> tuple[tuple, dict]:
+    """(static, traced): sorted hashable (name, value) pairs and a dict of arrays."""
+    static, traced = [], {}
+    for name, val in sorted(sr_options.items()):
+        if name not in _SR_OPTIONS:
+            raise TypeError(f"natural_gradient: unknown SR option `{name}`; expected one of {_SR_OPTIONS}.")
+        if isinstance(val, (jax.Array, np.ndarray)):
+            traced[name] = val
+        elif name in _TRACED_SR_OPTIONS:
+            if not np.isscalar(val) or not val >= 0:
+                raise ValueError(f"sr_direction: `{name}` must be a number >= 0, got {val!r}.")
+            traced[name] = jnp.asarray(val, jnp.float64)
+        else:
+            try:
+                hash(val)
+            except TypeError:
+                raise TypeError(
+                    f"natural_gradient: SR option `{name}` must be an array or hashable (a number, "
+                    f"string, bool or None), got {type(val).__name__}."
+                ) from None
+            static.append((name, val))
+    return tuple(static), traced
+
+
+def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_options):
+    """A jitted ``f(params, samples, e_loc, traced_options) -> (update pytree, SRInfo)``."""
+    from quantax_lite.jacobian import jacobian
+
+    static = dict(static_options)
+
+    @jax.jit
+    def step(params, samples, e_loc, traced):
+        jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
+        x, info = sr_direction(jac, e_loc, mesh=mesh, return_info=True, **static, **traced)
+        return unravel_like(x, params), info
+
+    return step
+
+
+# One compiled program per (log_psi, options) and input shapes, across eager calls. The
+# cache holds a reference to each log_psi (and what it closes over) until evicted.
+_cached_natural_gradient = lru_cache(maxsize=32)(_build_natural_gradient)
+
+
+def _natural_gradient_fn(log_psi, *options):
+    """The cached jitted step (built anew, uncached, for an unhashable ``log_psi``)."""
+    try:
+        return _cached_natural_gradient(log_psi, *options)
+    except TypeError:  # unhashable key
+        return _build_natural_gradient(log_psi, *options)
+
+
 def natural_gradient(
     log_psi: Callable,
     params: Any,
@@ -592,6 +653,13 @@ def natural_gradient(
         updates, opt_state = optimizer.update(update, opt_state, params)
         params = optax.apply_updates(params, updates)   # sgd: params - lr * dtheta
 
+    The three steps run as one jitted program, cached on ``log_psi`` (the same object:
+    a new lambda per call recompiles), ``chunk_size``, ``holomorphic``, ``mesh`` and the
+    static SR options, so such a loop compiles once per input shape. ``diag_shift``,
+    ``diag_scale`` and array options (``previous``, an array ``momentum``) are traced:
+    changing them does not recompile; the other options (``method``, ``real_params``,
+    ``rcond``, ``block_size``, a number ``momentum``, ``gram_precision``) are static.
+
     Args:
       log_psi: ``log_psi(params, s) -> (batch,)``.
       params: the parameters (pytree).
@@ -602,14 +670,17 @@ def natural_gradient(
         complex formulation is solved: ``real_params=False``).
       mesh: device mesh; default every device.
       return_info: also return the :class:`SRInfo`.
+      **sr_options: keyword options of :func:`sr_direction`.
 
     Returns:
       A pytree like ``params`` (same dtypes), or ``(update, info)``.
-    """
-    from quantax_lite.jacobian import jacobian
 
-    jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
+    Raises:
+      TypeError: an unknown or unhashable non-array SR option. ValueError: as
+      :func:`sr_direction`.
+    """
     sr_options.setdefault("real_params", not holomorphic)
-    out = sr_direction(jac, e_loc, mesh=mesh, return_info=True, **sr_options)
-    update = unravel_like(out[0], params)
-    return (update, out[1]) if return_info else update
+    static, traced = _split_sr_options(sr_options)
+    step = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static)
+    update, info = step(params, samples, e_loc, traced)
+    return (update, info) if return_info else update

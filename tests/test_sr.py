@@ -308,6 +308,58 @@ def test_one_sr_step_lowers_the_exact_energy(rng):
     assert jax.tree.structure(updates) == jax.tree.structure(params)
 
 
+def test_natural_gradient_compiles_once_across_eager_calls(rng, monkeypatch):
+    """Three eager calls with the same log_psi, options and shapes (new parameter values,
+    samples, e_loc and diag_shift) trace log_psi and the solve once; a static option
+    (method) is a new program; each result matches sr_direction on the explicit Jacobian."""
+    import quantax_lite.sr as sr_module
+    from quantax_lite.jacobian import jacobian
+
+    traces, solves = [], []
+
+    def log_psi(params, s):
+        traces.append(1)  # runs only while tracing
+        h = jnp.tanh(s.astype(params["w"].dtype) @ params["w"])
+        return jnp.sum(h, axis=-1) + 1j * (s.astype(params["b"].dtype) @ params["b"])
+
+    def counting_sr_direction(*args, **kwargs):
+        solves.append(isinstance(args[0], jax.core.Tracer))
+        return sr_direction(*args, **kwargs)
+
+    monkeypatch.setattr(sr_module, "sr_direction", counting_sr_direction)
+    n, sites, hidden = 24, 6, 5
+    mesh = make_mesh()
+
+    def args():
+        params = {"w": jnp.asarray(0.3 * rng.normal(size=(sites, hidden))), "b": jnp.asarray(rng.normal(size=sites))}
+        samples = jnp.asarray(rng.choice([-1, 1], size=(n, sites)).astype(np.int8))
+        return params, samples, jnp.asarray(rng.normal(size=n) + 1j * rng.normal(size=n))
+
+    counts = []
+    for shift in [1e-3, 2e-3, 5e-3]:
+        params, samples, e_loc = args()
+        update, info = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=shift,
+                                        gram_precision="float64", return_info=True)
+        counts.append((len(traces), len(solves)))
+        jac = jacobian(log_psi, params, samples, mesh=mesh)
+        ref = sr_direction(jac, e_loc, diag_shift=shift, mesh=mesh)
+        np.testing.assert_allclose(np.asarray(ravel_pytree(update)[0]), np.asarray(ref), rtol=1e-10, atol=1e-12)
+        assert float(info.eps) == pytest.approx(shift, rel=1e-12)
+    assert counts[0][0] >= 1 and counts[0][1] == 1 and counts[1] == counts[0] and counts[2] == counts[0], counts
+    assert solves == [True]  # traced inside the one jitted program
+
+    other = "minsr" if info.method == "sr" else "sr"
+    _, info2 = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=5e-3,
+                                method=other, return_info=True)
+    assert info2.method == other and len(solves) == 2  # a static option: a new program
+    with pytest.raises(TypeError, match="diag_shft"):
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shft=1e-3)
+    with pytest.raises(TypeError, match="block_size"):
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, block_size=[3])
+    with pytest.raises(ValueError, match="diag_shift"):
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=-1.0)
+
+
 def test_unravel_like_follows_ravel_pytree_order_and_dtypes(rng):
     params = {"b": jnp.zeros((2, 3), jnp.float32), "a": [jnp.zeros(4), jnp.zeros((), jnp.float64)]}
     flat = jnp.asarray(rng.normal(size=11))
