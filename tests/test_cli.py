@@ -292,3 +292,58 @@ def test_tfim_with_a_negative_field_is_trained_in_a_sign_free_basis(tmp_path):
                          "--eval-samples", "2048"]) == 0
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["relative_error"] < 1e-2, summary
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for opt in ("--lattice", "--hamiltonian", "--J2", "--h", "--depth", "--channels", "--kernel-size",
+                "--symmetry", "--samples", "--chains", "--chunk-size", "--iters", "--lr", "--diag-shift",
+                "--seed", "--precision", "--out", "--resume", "--checkpoint-every", "--coordinator",
+                "--num-processes", "--process-id", "--norm", "--gram-precision", "--sr-momentum", "--amplitude"):
+        assert opt in text
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_match_one_process(tmp_path):
+    """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices."""
+    args = ["-m", "quantax_lite", "train", "--lattice", "chain:6", "--channels", "4", "--depth", "1",
+            "--samples", "64", "--chains", "16", "--iters", "3", "--eval-samples", "64", "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    one = str(tmp_path / "one")
+    r = subprocess.run([sys.executable] + args + ["--out", one], capture_output=True, text=True, timeout=300,
+                       env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=4"))
+    assert r.returncode == 0, r.stderr
+    two = str(tmp_path / "two")
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable] + args + ["--out", two, "--coordinator", f"127.0.0.1:{port}",
+                                       "--num-processes", "2", "--process-id", str(i)],
+            env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=2"),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=300)[0])
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(outs)
+    s1 = json.load(open(os.path.join(one, "summary.json")))
+    s2 = json.load(open(os.path.join(two, "summary.json")))
+    assert s1["device_count"] == s2["device_count"] == 4
+    assert s1["process_count"] == 1 and s2["process_count"] == 2
+    e1 = np.array([r["energy"] for r in _log(one)])
+    e2 = np.array([r["energy"] for r in _log(two)])
+    np.testing.assert_allclose(e2, e1, rtol=1e-9)
+    assert s2["energy"] == pytest.approx(s1["energy"], rel=1e-9)
