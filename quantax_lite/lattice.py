@@ -25,7 +25,9 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Lattice", "Chain", "Square"]
+from ._validate import positive_int
+
+__all__ = ["Lattice", "Chain", "Square", "site_coords", "periodic_site_index"]
 
 _OPEN = ("open", "obc")
 _PERIODIC = ("periodic", "pbc")
@@ -47,12 +49,27 @@ def _parse_boundary(pbc) -> bool:
     )
 
 
-def _parse_length(value, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected a positive int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value}")
-    return int(value)
+def site_coords(shape) -> np.ndarray:
+    """Integer coordinates of every site of a lattice of ``shape``, ``(n_sites, ndim)`` int64,
+    in row-major site order (the numbering of :class:`Lattice`)."""
+    shape = tuple(shape)
+    return np.ascontiguousarray(np.indices(shape).reshape(len(shape), -1).T, dtype=np.int64)
+
+
+def periodic_site_index(coords, shape) -> np.ndarray:
+    """Site index of integer ``coords`` ``(..., ndim)`` on a periodic lattice of ``shape``.
+
+    Every coordinate is wrapped modulo its axis length, then numbered row-major (as
+    :class:`Lattice`): ``(x, y) -> (x mod Lx) * Ly + (y mod Ly)``. Returns ``(...)`` int64.
+    This is the one shape-level form of "coordinates + offset -> site"; e.g. the
+    translation by ``r`` is ``periodic_site_index(site_coords(shape) + r, shape)``.
+    """
+    shape = tuple(int(L) for L in shape)
+    coords = np.asarray(coords, dtype=np.int64)
+    if coords.shape[-1:] != (len(shape),):
+        raise ValueError(f"coords: expected last axis of length {len(shape)}, got shape {coords.shape}")
+    coords = np.mod(coords, np.asarray(shape, dtype=np.int64))
+    return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), shape).astype(np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +98,7 @@ class Lattice:
                 raise TypeError(f"shape: expected a tuple of positive ints, got {self.shape!r}")
         if len(shape) == 0:
             raise ValueError("shape: expected at least one axis, got ()")
-        shape = tuple(_parse_length(L, f"shape[{d}]") for d, L in enumerate(shape))
+        shape = tuple(positive_int(L, f"shape[{d}]") for d, L in enumerate(shape))
         if int(np.prod(shape)) < 2:
             raise ValueError(f"shape: a lattice needs at least 2 sites, got shape {shape}")
         object.__setattr__(self, "shape", shape)
@@ -108,25 +125,22 @@ class Lattice:
     @cached_property
     def coords(self) -> np.ndarray:
         """Integer coordinates of every site, ``(n_sites, ndim)`` int64, row-major order."""
-        grids = np.indices(self.shape).reshape(self.ndim, -1).T
-        grids = np.ascontiguousarray(grids, dtype=np.int64)
+        grids = site_coords(self.shape)
         grids.setflags(write=False)
         return grids
 
     def site_index(self, coords) -> np.ndarray:
-        """Site index of integer ``coords`` (``(..., ndim)``); wrapped when periodic.
+        """Site index of integer ``coords`` (``(..., ndim)``) -> ``(...)`` int64; wrapped when
+        periodic (:func:`periodic_site_index`).
 
         Raises ValueError for coordinates outside an open lattice.
         """
         coords = np.asarray(coords, dtype=np.int64)
         if coords.shape[-1:] != (self.ndim,):
             raise ValueError(f"coords: expected last axis of length {self.ndim}, got shape {coords.shape}")
-        shape = np.asarray(self.shape)
-        if self.pbc:
-            coords = np.mod(coords, shape)
-        elif np.any((coords < 0) | (coords >= shape)):
+        if not self.pbc and np.any((coords < 0) | (coords >= np.asarray(self.shape))):
             raise ValueError("coords: outside the open lattice")
-        return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), self.shape)
+        return periodic_site_index(coords, self.shape)
 
     @cached_property
     def sublattice(self) -> np.ndarray:
@@ -167,7 +181,7 @@ class Lattice:
         Each pair once, ``i < j``, sorted lexicographically; minimum-image distances
         under periodic boundaries (see the module docstring for small lattices).
         """
-        order = _parse_length(order, "order")
+        order = positive_int(order, "order")
         return self._bonds_cache(order)
 
     def _bonds_cache(self, order: int) -> np.ndarray:
@@ -198,7 +212,7 @@ class Lattice:
 
 def Chain(L: int, pbc=True) -> Lattice:
     """A chain of ``L >= 2`` sites (``pbc``: True/"periodic" or False/"open")."""
-    L = _parse_length(L, "L")
+    L = positive_int(L, "L")
     if L < 2:
         raise ValueError(f"L: expected an int >= 2 (a chain needs at least 2 sites), got {L}")
     return Lattice((L,), pbc)
@@ -209,8 +223,8 @@ def Square(Lx: int, Ly: int | None = None, pbc=True) -> Lattice:
 
     Every extent must be a positive int and the lattice must have at least 2 sites.
     """
-    Lx = _parse_length(Lx, "Lx")
-    Ly = Lx if Ly is None else _parse_length(Ly, "Ly")
+    Lx = positive_int(Lx, "Lx")
+    Ly = Lx if Ly is None else positive_int(Ly, "Ly")
     if Lx * Ly < 2:
         raise ValueError(f"Lx, Ly: a square lattice needs at least 2 sites, got {Lx}x{Ly}")
     return Lattice((Lx, Ly), pbc)

@@ -41,6 +41,7 @@ from .lattice import Lattice
 
 __all__ = [
     "Symmetry",
+    "group_table",
     "identity",
     "translations",
     "point_group",
@@ -59,6 +60,45 @@ def _element_key(perm: np.ndarray, flip: int) -> bytes:
 def _compose(perm_g, flip_g, perm_h, flip_h):
     """The element "apply h, then g"."""
     return perm_h[perm_g], flip_g * flip_h
+
+
+def group_table(perms, flips=None, characters=None, n_sites: int | None = None):
+    """Check the arrays of a table of group elements; return fresh normalized copies.
+
+    Args:
+      perms: ``(G, N)`` ints, ``G, N >= 1``, every row a permutation of ``range(N)``.
+      flips: ``(G,)`` of +1/-1 (spin inversion); ``None``: all +1.
+      characters: ``(G,)`` finite complex numbers, not all zero; ``None``: all 1.
+      n_sites: the expected ``N`` (optional).
+
+    Returns ``(perms int32 (G, N), flips int8 (G,), characters complex128 (G,))`` numpy
+    arrays (new arrays, never the caller's). Raises ValueError/TypeError naming the
+    array. The group axioms (identity, closure, a 1-D representation) are checked by
+    :class:`Symmetry` only: a table of representatives with summed weights
+    (``models.merge_translation_images``) passes this check.
+    """
+    perms = np.asarray(perms)
+    if perms.ndim != 2 or perms.shape[0] == 0 or perms.shape[1] == 0:
+        raise ValueError(f"perms: expected an int array of shape (n_elements, n_sites), got shape {perms.shape}")
+    if not np.issubdtype(perms.dtype, np.integer):
+        raise TypeError(f"perms: expected integers, got dtype {perms.dtype}")
+    G, N = perms.shape
+    if n_sites is not None and N != n_sites:
+        raise ValueError(f"perms: expected {n_sites} sites per row (the lattice's), got {N}")
+    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(N), (G, N))):
+        raise ValueError(f"perms: every row must be a permutation of range({N})")
+    flips = np.ones(G, np.int8) if flips is None else np.asarray(flips)
+    if flips.shape != (G,) or not np.all((flips == 1) | (flips == -1)):
+        raise ValueError(f"flips: expected shape ({G},) with entries +1 or -1, got {flips!r}")
+    if characters is None:
+        characters = np.ones(G, np.complex128)
+    else:
+        characters = np.array(characters, dtype=np.complex128, copy=True)
+    if characters.shape != (G,) or not np.all(np.isfinite(characters)):
+        raise ValueError(f"characters: expected {G} finite complex numbers, got shape {characters.shape}")
+    if not np.any(characters != 0):
+        raise ValueError("characters: all zero, the projected state would vanish")
+    return perms.astype(np.int32), flips.astype(np.int8), characters
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -86,28 +126,8 @@ class Symmetry:
     lattice: Lattice | None = None
 
     def __post_init__(self):
-        perms = np.array(self.perms, copy=True)
-        if perms.ndim != 2 or perms.shape[0] == 0 or perms.shape[1] == 0:
-            raise ValueError(f"perms: expected a (G, n_sites) integer array, got shape {perms.shape}")
-        if not np.issubdtype(perms.dtype, np.integer):
-            raise TypeError(f"perms: expected an integer array, got dtype {perms.dtype}")
-        G, n = perms.shape
-        if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(n), (G, n))):
-            raise ValueError(f"perms: every row must be a permutation of range({n})")
-        perms = perms.astype(np.int32)
-
-        flips = np.array(self.flips, copy=True)
-        if flips.shape != (G,):
-            raise ValueError(f"flips: expected shape ({G},), got {flips.shape}")
-        if not np.all((flips == 1) | (flips == -1)):
-            raise ValueError("flips: entries must be +1 or -1")
-        flips = flips.astype(np.int8)
-
-        chars = np.array(self.characters, dtype=np.complex128, copy=True)
-        if chars.shape != (G,):
-            raise ValueError(f"characters: expected shape ({G},), got {chars.shape}")
-        if not np.all(np.isfinite(chars)):
-            raise ValueError("characters: entries must be finite")
+        perms, flips, chars = group_table(self.perms, self.flips, self.characters)
+        n = perms.shape[1]
         if self.lattice is not None:
             if not isinstance(self.lattice, Lattice):
                 raise TypeError(

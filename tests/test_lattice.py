@@ -4,7 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from quantax_lite.lattice import Chain, Lattice, Square
+from quantax_lite._validate import finite_number, positive_int
+from quantax_lite.lattice import Chain, Lattice, Square, periodic_site_index, site_coords
 
 
 def brute_force_bonds(shape, pbc, order):
@@ -165,3 +166,48 @@ def test_lattices_need_two_sites():
         Chain(True)
     # the smallest lattices still work
     assert Chain(2).n_sites == 2 and Square(1, 2).n_sites == 2 and Square(2, 1).bonds(1).tolist() == [[0, 1]]
+
+
+def test_periodic_site_index_is_the_one_wrapped_numbering():
+    """The shape-level function behind Lattice.site_index: row-major, wrapped per axis."""
+    for shape in ((5,), (3, 4), (2, 3, 2)):
+        coords = site_coords(shape)
+        assert coords.dtype == np.int64 and coords.shape == (int(np.prod(shape)), len(shape))
+        assert coords.tolist() == [list(c) for c in itertools.product(*(range(L) for L in shape))]
+        np.testing.assert_array_equal(periodic_site_index(coords, shape), np.arange(len(coords)))
+        # an offset of any size (also negative, also several periods) wraps per axis
+        rng = np.random.default_rng(len(shape))
+        r = rng.integers(-17, 17, size=(len(coords), len(shape)))
+        expected = [int(np.ravel_multi_index(tuple(np.mod(c + d, shape)), shape)) for c, d in zip(coords, r)]
+        assert periodic_site_index(coords + r, shape).tolist() == expected
+    lat = Square(3, 4)
+    np.testing.assert_array_equal(lat.coords, site_coords((3, 4)))
+    grid = lat.coords[:, None, :] + lat.coords[None, :, :]  # batched (..., ndim) input
+    np.testing.assert_array_equal(lat.site_index(grid), periodic_site_index(grid, (3, 4)))
+    with pytest.raises(ValueError, match=r"^coords: expected last axis of length 2"):
+        periodic_site_index(np.zeros((4, 3), int), (3, 4))
+
+
+def test_positive_int_and_finite_number():
+    assert positive_int(np.int32(3), "n") == 3 and type(positive_int(np.int64(3), "n")) is int
+    assert positive_int(0, "n", minimum=0) == 0
+    with pytest.raises(ValueError, match=r"^n_chains: expected a positive int, got 0$"):
+        positive_int(0, "n_chains")
+    with pytest.raises(ValueError, match=r"^n_thermalize: expected an int >= 0, got -1$"):
+        positive_int(-1, "n_thermalize", minimum=0)
+    with pytest.raises(ValueError, match=r"^L: expected an int >= 2, got 1$"):
+        positive_int(1, "L", minimum=2)
+    for bad in (True, np.bool_(True), 2.0, "3", None):
+        with pytest.raises(TypeError, match=r"^chunk_size: expected a positive int, got "):
+            positive_int(bad, "chunk_size")
+    assert finite_number(np.float32(0.5), "x") == 0.5 and finite_number(3, "x", minimum=3) == 3.0
+    assert finite_number(np.asarray(2.0), "x") == 2.0
+    with pytest.raises(ValueError, match=r"^h: expected a finite number, got nan$"):
+        finite_number(float("nan"), "h")
+    with pytest.raises(ValueError, match=r"^diag_shift: expected a finite number > 0, got 0.0$"):
+        finite_number(0.0, "diag_shift", above=0)
+    with pytest.raises(ValueError, match=r"^lr: expected a finite number >= 0, got -1$"):
+        finite_number(-1, "lr", minimum=0)
+    for bad in (True, 1j, "1.0", None, np.ones(2)):
+        with pytest.raises(TypeError, match=r"^J: expected a finite number, got "):
+            finite_number(bad, "J")

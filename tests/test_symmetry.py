@@ -9,6 +9,7 @@ from quantax_lite.operators import Heisenberg
 from quantax_lite.symmetry import (
     Symmetry,
     full_symmetry,
+    group_table,
     identity,
     point_group,
     product,
@@ -226,3 +227,38 @@ def test_groups_remember_their_lattice():
         Symmetry(t.perms, t.flips, t.characters, lattice=Chain(8))
     with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice or None"):
         Symmetry(t.perms, t.flips, t.characters, lattice=(4, 4))
+
+
+def test_one_table_check_for_groups_and_models():
+    """Symmetry and models.group_table run the same check (one function, one wording)."""
+    from quantax_lite import models
+
+    assert models.group_table is group_table
+    t = full_symmetry(Square(4))
+    perms, flips, chars = group_table(t.perms, t.flips, t.characters, 16)
+    assert perms.dtype == np.int32 and flips.dtype == np.int8 and chars.dtype == np.complex128
+    np.testing.assert_array_equal(perms, t.perms)
+    np.testing.assert_array_equal(flips, t.flips)
+    np.testing.assert_array_equal(chars, t.characters)
+    assert perms is not t.perms and chars is not t.characters and perms.flags.writeable
+    p, f, c = group_table([[1, 0], [0, 1]])  # defaults; a table, not necessarily a group
+    assert f.tolist() == [1, 1] and c.tolist() == [1, 1]
+    given = np.ones(2, np.complex128)
+    assert group_table([[0, 1], [1, 0]], characters=given)[2] is not given  # never the caller's array
+    # the same message from both
+    bad = [
+        (dict(perms=[[0, 0, 1]]), ValueError, r"^perms: every row must be a permutation of range\(3\)"),
+        (dict(perms=np.zeros((0, 3), int)), ValueError, r"^perms: expected an int array of shape"),
+        (dict(perms=[[0.0, 1.0]]), TypeError, r"^perms: expected integers"),
+        (dict(perms=[[0, 1]], flips=[2]), ValueError, r"^flips: expected shape \(1,\) with entries \+1 or -1"),
+        (dict(perms=[[0, 1]], characters=[np.nan]), ValueError, r"^characters: expected 1 finite complex numbers"),
+        (dict(perms=[[0, 1]], characters=[0.0]), ValueError, r"^characters: all zero"),
+    ]
+    for kwargs, err, match in bad:
+        with pytest.raises(err, match=match):
+            group_table(**kwargs)
+        with pytest.raises(err, match=match):
+            Symmetry(kwargs["perms"], kwargs.get("flips", [1] * len(kwargs["perms"])),
+                     kwargs.get("characters", [1] * len(kwargs["perms"])))
+    with pytest.raises(ValueError, match=r"^perms: expected 6 sites per row \(the lattice's\), got 4"):
+        group_table(translations(Chain(4)).perms, n_sites=6)

@@ -1,12 +1,13 @@
-"""Argument checks shared by the models: parameter dtypes and spin-configuration batches."""
+"""Argument checks shared by the models: parameter dtypes, spin-configuration batches, lattice
+shapes; ``positive_int`` is the package-wide one of :mod:`quantax_lite._validate`."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validate import positive_int
 from ..hilbert import check_spin_dtype, check_spin_values
-from ..lattice import _parse_length
 
 _REAL_DTYPES = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 
@@ -54,10 +55,6 @@ def spin_batch(s, n_sites: int | None, name: str = "s") -> jax.Array:
     check_spin_dtype(s, name)
     check_spin_values(s, name)
     return jnp.asarray(s)
-
-
-# the same check as the lattice's sizes (one definition, one message)
-positive_int = _parse_length
 
 
 def lattice_shape(shape, name: str = "lattice_shape") -> tuple[int, ...]:

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..lattice import periodic_site_index, site_coords
+from ..symmetry import group_table  # the one check of a group table (re-exported here)
 from ._checks import lattice_shape, spin_batch
 
 __all__ = [
@@ -25,38 +27,6 @@ __all__ = [
 
 # Relative size below which a (summed) character counts as zero.
 _ZERO_WEIGHT = 1e-9
-
-
-def group_table(perms, flips=None, characters=None, n_sites: int | None = None):
-    """Check and normalize a group table.
-
-    Args:
-      perms: ``(G, N)`` ints, every row a permutation of ``range(N)``.
-      flips: ``(G,)`` of +1/-1 (spin inversion), default all +1.
-      characters: ``(G,)`` complex, default all 1.
-      n_sites: expected ``N`` (optional).
-
-    Returns ``(perms int32 (G, N), flips int8 (G,), characters complex128 (G,))`` numpy arrays.
-    """
-    perms = np.asarray(perms)
-    if perms.ndim != 2 or perms.shape[0] < 1:
-        raise ValueError(f"perms: expected an int array of shape (n_elements, n_sites), got shape {perms.shape}")
-    if not np.issubdtype(perms.dtype, np.integer):
-        raise TypeError(f"perms: expected integers, got dtype {perms.dtype}")
-    G, N = perms.shape
-    if n_sites is not None and N != n_sites:
-        raise ValueError(f"perms: expected {n_sites} sites per row (the lattice's), got {N}")
-    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(N), perms.shape)):
-        raise ValueError("perms: every row must be a permutation of range(n_sites)")
-    flips = np.ones(G, np.int8) if flips is None else np.asarray(flips)
-    if flips.shape != (G,) or not np.all(np.isin(flips, (-1, 1))):
-        raise ValueError(f"flips: expected shape ({G},) with entries +1 or -1, got {flips!r}")
-    characters = np.ones(G, np.complex128) if characters is None else np.asarray(characters, np.complex128)
-    if characters.shape != (G,) or not np.all(np.isfinite(characters)):
-        raise ValueError(f"characters: expected {G} finite complex numbers, got shape {characters.shape}")
-    if not np.any(characters != 0):
-        raise ValueError("characters: all zero, the projected state would vanish")
-    return perms.astype(np.int32), flips.astype(np.int8), characters
 
 
 def _expm1(z):
@@ -176,9 +146,8 @@ def translation_perms(shape) -> np.ndarray:
     ``coords(i) + coords(r)`` (wrapped); row 0 is the identity.
     """
     shape = lattice_shape(shape, "shape")
-    coords = np.indices(shape).reshape(len(shape), -1).T
-    shifted = np.mod(coords[None, :, :] + coords[:, None, :], np.asarray(shape))
-    return np.ravel_multi_index(tuple(np.moveaxis(shifted, -1, 0)), shape).astype(np.int32)
+    coords = site_coords(shape)
+    return periodic_site_index(coords[None, :, :] + coords[:, None, :], shape).astype(np.int32)
 
 
 def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT):
