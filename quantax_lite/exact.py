@@ -15,7 +15,9 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ._validate import positive_int
 from .hilbert import all_states, states_to_codes
+from .hilbert import resolve_total_sz as _resolve_sector
 from .operators import SpinHamiltonian
 from .symmetry import Symmetry
 
@@ -35,16 +37,19 @@ _DENSE_LIMIT = 300  # below this dimension, dense eigh is faster and exact
 
 
 def resolve_total_sz(hamiltonian: SpinHamiltonian, total_sz):
-    """``"auto"`` -> ``hamiltonian.default_total_sz``; checks a sector against the Hamiltonian."""
-    if isinstance(total_sz, str):
-        if total_sz != "auto":
-            raise ValueError(f"total_sz: expected a number, None or 'auto', got {total_sz!r}")
-        return hamiltonian.default_total_sz
-    if total_sz is not None and not hamiltonian.conserves_sz:
+    """The sector of ``hamiltonian`` to work in: :func:`quantax_lite.hilbert.resolve_total_sz`
+    with the Hamiltonian's ``n_sites`` and ``conserves_sz``.
+
+    ``"auto"``: 0 (even number of sites) or 1/2 (odd) when H conserves Sz, else ``None``
+    (the whole space). A number must be a sector that exists and that H conserves
+    (ValueError naming ``total_sz``); ``None`` is the whole space.
+    """
+    sector = _resolve_sector(total_sz, hamiltonian.n_sites, hamiltonian.conserves_sz)
+    if sector is not None and not hamiltonian.conserves_sz:
         raise ValueError(
             f"total_sz: {type(hamiltonian).__name__} does not conserve Sz; use total_sz=None"
         )
-    return total_sz
+    return sector
 
 
 def _image_indices(perms: np.ndarray, flips: np.ndarray, states: np.ndarray) -> np.ndarray:
@@ -136,7 +141,8 @@ def ground_state(
     Args:
       hamiltonian: a :class:`~quantax_lite.operators.SpinHamiltonian`.
       total_sz: magnetization sector (``sum(s)/2``); ``None``: all ``2**n`` states;
-        ``"auto"``: 0 for Sz-conserving Hamiltonians on even lattices, else ``None``.
+        ``"auto"``: for Sz-conserving Hamiltonians 0 on an even number of sites, 1/2 on
+        an odd one, else ``None`` (see :func:`resolve_total_sz`).
       k: number of eigenpairs.
       symmetry: optional group; restricts to its sector (``psi(g s) = psi(s) / chi_g``).
         A group built for another lattice than the Hamiltonian's raises ValueError.
@@ -163,7 +169,7 @@ def ground_state(
     states = all_states(hamiltonian.n_sites, total_sz)
     H = hamiltonian.to_sparse(states)
     n = H.shape[0]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+    if positive_int(k, "k") > n:
         raise ValueError(f"k: expected an int in [1, {n}], got {k!r}")
 
     Q = None
@@ -236,8 +242,8 @@ def exact_expectation(
 ) -> float:
     """``<psi|H|psi> / <psi|psi>`` by full enumeration of the sector (float).
 
-    ``total_sz`` as in :func:`ground_state` (``"auto"``: 0 for Heisenberg on an even
-    lattice, the full space otherwise). Overflow-safe (log psi is shifted by its maximum).
+    ``total_sz`` as in :func:`ground_state` (``"auto"``: Sz = 0 or 1/2 when H conserves
+    Sz, the whole space otherwise). Overflow-safe (log psi is shifted by its maximum).
     """
     total_sz = resolve_total_sz(hamiltonian, total_sz)
     states = all_states(hamiltonian.n_sites, total_sz)

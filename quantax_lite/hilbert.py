@@ -4,6 +4,13 @@ Magnetization sectors are labelled by ``total_sz = sum(s) / 2`` (spin-1/2 units:
 spin carries Sz = +-1/2), so the sector has ``n_up = n_sites / 2 + total_sz`` up spins;
 ``total_sz=None`` means the unconstrained space of all ``2**n_sites`` configurations.
 
+One default for every function that picks a sector for some dynamics (samplers, exact
+diagonalization): ``total_sz="auto"``, resolved by :func:`resolve_total_sz` from the
+number of sites and whether the dynamics conserve Sz. The functions of this module know
+no dynamics and give ``"auto"`` no meaning: :func:`all_states` and :func:`sector_size`
+default to ``None`` (the whole space), :func:`random_states` has no default (its sector
+must be named).
+
 Integer codes (used to index basis states for exact diagonalization): bit ``i`` of the
 code is set when site ``i`` is up. :func:`all_states` lists states by increasing code.
 """
@@ -16,7 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validate import finite_number, positive_int
+
 __all__ = [
+    "resolve_total_sz",
     "n_up",
     "sector_size",
     "random_states",
@@ -33,22 +43,43 @@ __all__ = [
 _MAX_ENUMERATE = 2**27  # states; ~ a few GiB at 24+ sites, beyond any test
 
 
-def _check_n_sites(n_sites) -> int:
-    if isinstance(n_sites, bool) or not isinstance(n_sites, (int, np.integer)) or n_sites < 1:
-        raise ValueError(f"n_sites: expected a positive int, got {n_sites!r}")
-    return int(n_sites)
+def resolve_total_sz(total_sz, n_sites: int, conserves_sz: bool):
+    """The sector a sampler or a solver works in: ``total_sz`` with ``"auto"`` resolved.
+
+    ``"auto"``: for dynamics that conserve Sz, the sector nearest zero magnetization,
+    0 on an even number of sites and 1/2 on an odd one (Sz = 0 does not exist there;
+    the ground state of an antiferromagnet lies in the smallest |Sz|, and spin inversion
+    makes +1/2 and -1/2 equivalent); ``None`` (the whole space) for dynamics that change
+    Sz. A number or ``None`` is returned as given (a number as an int or a half-integer
+    float), after checking that the sector exists on ``n_sites`` sites (ValueError
+    naming ``total_sz``). Whether a given sector suits non-conserving dynamics is the
+    caller's decision.
+    """
+    n_sites = positive_int(n_sites, "n_sites")
+    if not isinstance(conserves_sz, (bool, np.bool_)):
+        raise TypeError(f"conserves_sz: expected a bool, got {conserves_sz!r}")
+    if isinstance(total_sz, str):
+        if total_sz != "auto":
+            raise ValueError(f"total_sz: expected a number, None or 'auto', got {total_sz!r}")
+        if not conserves_sz:
+            return None
+        return 0 if n_sites % 2 == 0 else 0.5
+    if total_sz is None:
+        return None
+    twice = 2 * n_up(n_sites, total_sz) - n_sites
+    return twice // 2 if twice % 2 == 0 else twice / 2
 
 
 def n_up(n_sites: int, total_sz) -> int | None:
     """Number of up spins in the sector ``total_sz`` (``None`` for the unconstrained space).
 
     Raises ValueError when the sector does not exist, e.g. ``total_sz=0`` on an odd
-    number of sites or ``|total_sz| > n_sites / 2``.
+    number of sites or ``|total_sz| > n_sites / 2``; TypeError for a non-number.
     """
-    n_sites = _check_n_sites(n_sites)
+    n_sites = positive_int(n_sites, "n_sites")
     if total_sz is None:
         return None
-    twice = 2 * float(total_sz)
+    twice = 2 * finite_number(total_sz, "total_sz")
     if abs(twice - round(twice)) > 1e-12:
         raise ValueError(f"total_sz: expected a multiple of 1/2, got {total_sz!r}")
     twice = int(round(twice))
@@ -70,15 +101,15 @@ def sector_size(n_sites: int, total_sz=None) -> int:
     return 2**n_sites if up is None else math.comb(n_sites, up)
 
 
-def random_states(key, n_sites: int, n_states: int, total_sz=0) -> jax.Array:
+def random_states(key, n_sites: int, n_states: int, total_sz) -> jax.Array:
     """Uniformly random configurations of the sector, ``(n_states, n_sites)`` int8 (jax array).
 
-    ``total_sz=None``: independent fair coins on every site. Jittable with static sizes.
+    ``total_sz``: the sector (no default: name it, e.g. ``0``); ``None``: independent fair
+    coins on every site. Jittable with static sizes.
     """
-    n_sites = _check_n_sites(n_sites)
-    if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 0:
-        raise ValueError(f"n_states: expected a non-negative int, got {n_states!r}")
-    return _random_states(key, n_sites, int(n_states), n_up(n_sites, total_sz))
+    n_sites = positive_int(n_sites, "n_sites")
+    n_states = positive_int(n_states, "n_states", minimum=0)
+    return _random_states(key, n_sites, n_states, n_up(n_sites, total_sz))
 
 
 @partial(jax.jit, static_argnums=(1, 2, 3))
@@ -133,7 +164,7 @@ def all_states(n_sites: int, total_sz=None) -> np.ndarray:
     ``n = 2**n_sites`` for ``total_sz=None``, ``binom(n_sites, n_up)`` otherwise.
     Raises ValueError above 2**27 states.
     """
-    n_sites = _check_n_sites(n_sites)
+    n_sites = positive_int(n_sites, "n_sites")
     size = sector_size(n_sites, total_sz)
     if size > _MAX_ENUMERATE:
         raise ValueError(
@@ -201,7 +232,7 @@ def validate_states(s, n_sites: int, *, name: str = "s"):
     ``name`` for a wrong number of sites or (for concrete arrays) entries other than +-1,
     TypeError for a non-numeric dtype. Values of traced jax arrays cannot be checked.
     """
-    n_sites = _check_n_sites(n_sites)
+    n_sites = positive_int(n_sites, "n_sites")
     if not hasattr(s, "shape"):
         s = np.asarray(s)
     if s.ndim not in (1, 2):

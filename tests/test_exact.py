@@ -9,6 +9,7 @@ from quantax_lite.exact import (
     exact_probabilities,
     ground_state,
     ground_state_energy,
+    resolve_total_sz,
     sector_basis,
     sector_projector,
 )
@@ -169,11 +170,18 @@ def test_exact_expectation_and_probabilities():
 def test_bad_input():
     with pytest.raises(ValueError, match="even number of sites"):
         ground_state(Heisenberg(Chain(7)), total_sz=0)
-    assert ground_state(Heisenberg(Chain(7)))[2].shape == (128, 7)  # "auto": full space
+    # "auto" on an odd number of sites: Sz = 1/2, which holds a ground state of the
+    # (SU(2)-symmetric) Heisenberg chain: the energy of the whole space
+    e_auto, _, states = ground_state(Heisenberg(Chain(7)))
+    assert states.shape == (35, 7) and np.all(states.sum(axis=1) == 1)
+    assert abs(e_auto - ground_state_energy(Heisenberg(Chain(7)), total_sz=None)) < 1e-10
+    assert ground_state(TransverseFieldIsing(Chain(7)))[2].shape == (128, 7)  # no Sz: the whole space
     with pytest.raises(ValueError, match="does not conserve Sz"):
         ground_state(TransverseFieldIsing(Chain(6)), total_sz=0)
-    with pytest.raises(ValueError, match="k"):
+    with pytest.raises(ValueError, match=r"^k: expected a positive int, got 0"):
         ground_state(Heisenberg(Chain(4)), k=0)
+    with pytest.raises(ValueError, match=r"^k: expected an int in \[1, 6\], got 7"):
+        ground_state(Heisenberg(Chain(4)), k=7)
     with pytest.raises(ValueError, match="total_sz"):
         ground_state(Heisenberg(Chain(4)), total_sz="zero")
     with pytest.raises(TypeError, match="hamiltonian"):
@@ -190,3 +198,16 @@ def test_symmetry_of_another_lattice_is_rejected():
     # the group of the Hamiltonian's own lattice (or an equal copy of it) is accepted
     e = ground_state_energy(Heisenberg(Chain(8)), symmetry=translations(Chain(8)))
     assert abs(e - ground_state_energy(Heisenberg(Chain(8)))) < 1e-10
+
+
+def test_resolve_total_sz_follows_the_hamiltonian():
+    """exact's sector: hilbert's resolver with the Hamiltonian's n_sites and conserves_sz."""
+    assert resolve_total_sz(Heisenberg(Chain(6)), "auto") == 0
+    assert resolve_total_sz(Heisenberg(Chain(7)), "auto") == 0.5
+    assert resolve_total_sz(TransverseFieldIsing(Chain(6)), "auto") is None
+    assert resolve_total_sz(TransverseFieldIsing(Chain(6)), None) is None
+    assert resolve_total_sz(Heisenberg(Chain(6)), 1.0) == 1
+    with pytest.raises(ValueError, match=r"^total_sz: TransverseFieldIsing does not conserve Sz"):
+        resolve_total_sz(TransverseFieldIsing(Chain(6)), 1)
+    with pytest.raises(ValueError, match=r"^total_sz: \|total_sz\| must be <= n_sites/2"):
+        resolve_total_sz(Heisenberg(Chain(6)), 4)

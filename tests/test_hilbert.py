@@ -12,6 +12,7 @@ from quantax_lite.hilbert import (
     codes_to_states,
     n_up,
     random_states,
+    resolve_total_sz,
     sector_size,
     state_index,
     states_to_codes,
@@ -67,8 +68,11 @@ def test_random_states_in_sector_and_uniform():
     assert set(np.unique(s)) == {-1, 1}
     assert np.all(np.abs(s.mean(axis=0)) < 0.1)
     # usable inside jit
-    f = jax.jit(lambda k: random_states(k, 16, 1000))
-    np.testing.assert_array_equal(f(key), random_states(key, 16, 1000))
+    f = jax.jit(lambda k: random_states(k, 16, 1000, 0))
+    np.testing.assert_array_equal(f(key), random_states(key, 16, 1000, total_sz=0))
+    # no default sector: it must be named (the old default 0 is not assumed silently)
+    with pytest.raises(TypeError, match="total_sz"):
+        random_states(key, 16, 1000)
 
 
 def test_sector_errors():
@@ -84,8 +88,50 @@ def test_sector_errors():
         n_up(6, 4)
     with pytest.raises(ValueError, match="n_sites"):
         all_states(0)
-    with pytest.raises(ValueError, match="n_states"):
-        random_states(jax.random.PRNGKey(0), 4, -1)
+    with pytest.raises(ValueError, match=r"^n_states: expected an int >= 0, got -1"):
+        random_states(jax.random.PRNGKey(0), 4, -1, None)
+    with pytest.raises(TypeError, match=r"^n_states: expected an int >= 0, got 2.0"):
+        random_states(jax.random.PRNGKey(0), 4, 2.0, None)
+    with pytest.raises(TypeError, match=r"^n_sites: expected a positive int, got True"):
+        sector_size(True, None)
+    with pytest.raises(TypeError, match="total_sz"):
+        n_up(6, "0")
+
+
+@pytest.mark.parametrize(
+    "total_sz, n_sites, conserves_sz, expected",
+    [
+        ("auto", 6, True, 0),  # even: Sz = 0
+        ("auto", 7, True, 0.5),  # odd: the sector nearest zero
+        ("auto", 6, False, None),  # dynamics that change Sz: the whole space
+        ("auto", 7, False, None),
+        (None, 6, True, None),
+        (None, 7, False, None),
+        (1, 6, True, 1),  # a number passes through, checked
+        (np.float64(-1.5), 7, True, -1.5),
+        (2.0, 6, False, 2),  # the resolver does not judge a sector against the dynamics
+    ],
+)
+def test_resolve_total_sz(total_sz, n_sites, conserves_sz, expected):
+    got = resolve_total_sz(total_sz, n_sites, conserves_sz)
+    assert got == expected and type(got) is type(expected)
+    if got is not None:
+        assert n_up(n_sites, got) == n_sites // 2 + int(np.floor(got)) + (n_sites % 2)
+
+
+def test_resolve_total_sz_errors():
+    with pytest.raises(ValueError, match=r"^total_sz: expected a number, None or 'auto', got 'zero'"):
+        resolve_total_sz("zero", 6, True)
+    with pytest.raises(ValueError, match="total_sz.*even number of sites"):
+        resolve_total_sz(0, 7, True)
+    with pytest.raises(ValueError, match="total_sz"):
+        resolve_total_sz(4, 6, True)
+    with pytest.raises(TypeError, match="total_sz"):
+        resolve_total_sz(True, 6, True)
+    with pytest.raises(ValueError, match="n_sites"):
+        resolve_total_sz("auto", 0, True)
+    with pytest.raises(TypeError, match="conserves_sz"):
+        resolve_total_sz("auto", 6, "yes")
 
 
 def test_validate_states():
