@@ -28,6 +28,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
+from quantax_lite import tuning
 from quantax_lite.utils import chunk_map
 
 __all__ = ["jacobian", "jacobian_pytree", "make_jacobian", "per_sample_grad"]
@@ -89,17 +90,20 @@ def _postprocess(o, n, center, normalize):
     return o
 
 
-def _build_jacobian(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, flatten):
-    """A jitted ``jac(params, samples)``: (N, P) (``flatten``) or a pytree of (N, *shape)."""
+def _build_jacobian(log_psi, chunk_size, center, normalize, mesh, holomorphic, flatten, choices):
+    """A jitted ``jac(params, samples)``: (N, P) (``flatten``) or a pytree of (N, *shape),
+    traced with the speed choices ``choices`` (a :class:`~quantax_lite.tuning.Tuning`)."""
     rows = jax.vmap(per_sample_grad(log_psi, holomorphic=holomorphic, flatten=flatten), in_axes=(None, 0))
     chunked = chunk_map(
-        rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=shard_batch, mesh=mesh
+        rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=choices.jacobian_shard_batch,
+        mesh=mesh,
     )
 
     @jax.jit
     def jac(params, samples):
         n = samples.shape[0]
-        return jax.tree.map(lambda o: _postprocess(o, n, center, normalize), chunked(params, samples))
+        with tuning.using(choices):
+            return jax.tree.map(lambda o: _postprocess(o, n, center, normalize), chunked(params, samples))
 
     return jac
 
@@ -112,6 +116,7 @@ _cached_jacobian = functools.lru_cache(maxsize=32)(_build_jacobian)
 def _jacobian_fn(log_psi, *options):
     """The cached jitted Jacobian for ``log_psi`` and ``options`` (built anew, uncached,
     for an unhashable ``log_psi`` or mesh)."""
+    options = options + (tuning.current(),)
     try:
         return _cached_jacobian(log_psi, *options)
     except TypeError:  # unhashable key
@@ -128,7 +133,6 @@ def jacobian(
     normalize: bool = False,
     mesh: Mesh | None = None,
     holomorphic: bool = False,
-    shard_batch: bool = True,
 ) -> jax.Array:
     """Dense per-sample Jacobian O[s, k] = d log psi(samples[s]) / d theta_k.
 
@@ -143,8 +147,6 @@ def jacobian(
       normalize: divide by sqrt(N).
       mesh: device mesh; default every device (``make_mesh()``).
       holomorphic: complex parameters, holomorphic ``log_psi``.
-      shard_batch: passed to ``chunk_map``; keep True (False lets GSPMD partition
-        the batch, which all-gathers it for a conv network: for comparison only).
 
     Returns:
       (N, P) array sharded by samples over the mesh: real for a real ``log_psi``,
@@ -154,7 +156,7 @@ def jacobian(
     compiled program (a small cache of jitted Jacobians keyed on them).
     """
     _check(log_psi, params, samples, holomorphic)
-    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, True)
+    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, True)
     return jac(params, samples)
 
 
@@ -168,12 +170,11 @@ def jacobian_pytree(
     normalize: bool = False,
     mesh: Mesh | None = None,
     holomorphic: bool = False,
-    shard_batch: bool = True,
 ) -> Any:
     """As :func:`jacobian`, but a pytree like ``params`` whose leaves have a leading
     sample axis: leaf shape (N, *param.shape)."""
     _check(log_psi, params, samples, holomorphic)
-    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, shard_batch, False)
+    jac = _jacobian_fn(log_psi, chunk_size, center, normalize, mesh, holomorphic, False)
     return jac(params, samples)
 
 

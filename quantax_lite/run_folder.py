@@ -195,3 +195,55 @@ def append_log(path: str | os.PathLike, record: dict) -> None:
     """Append one record as a line of strict JSON (non-finite numbers are refused)."""
     with open(os.fspath(path), "a") as fh:
         fh.write(json.dumps(record, allow_nan=False) + "\n")
+
+
+def check_writable(out_dir: str | os.PathLike) -> None:
+    """Create ``out_dir`` if needed and check that this process can write there
+    (``ValueError`` saying why not)."""
+    out_dir = os.fspath(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError("exists and is not a folder.")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        probe = os.path.join(out_dir, f".write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write there ({err.strerror or err}).") from None
+
+
+def holds_run(out_dir: str | os.PathLike) -> bool:
+    """Whether ``out_dir`` holds files of a run (log, checkpoints, summary or plot)."""
+    return bool(list_checkpoints(out_dir)) or any(os.path.exists(os.path.join(out_dir, f)) for f in RUN_FILES)
+
+
+def prepare_run_folder(out_dir, *, resume: bool, restart: bool, config: dict, earlier: dict | None = None) -> None:
+    """Check that ``out_dir`` suits the run about to start (the caller holds its lock).
+
+    resume: the folder must hold a readable checkpoint whose ``config`` metadata equals
+    ``config`` on every key both have (``earlier``: values of keys that older runs did not
+    record). restart: delete the run there. Neither: the folder must not hold a run.
+    Raises ``ValueError`` naming the argument (`resume`, `restart`, `out_dir`, or the
+    first differing key of ``config``).
+    """
+    from .vmc import clear_run, newest_readable_checkpoint
+
+    if restart:
+        return clear_run(out_dir)
+    if not resume:
+        if holds_run(out_dir):
+            raise ValueError(f"out_dir: {out_dir} already holds a run; pass `resume` to continue it, `restart` to "
+                             "start it again, or choose another `out_dir`.")
+        return
+    if not list_checkpoints(out_dir):
+        stopped = " (the run there stopped before its first checkpoint)" if holds_run(out_dir) else ""
+        raise ValueError(f"resume: {out_dir} holds no checkpoint to resume from{stopped}; pass `restart` to "
+                         "start it again.")
+    found = newest_readable_checkpoint(out_dir)
+    if found is None:
+        raise ValueError(f"resume: every checkpoint in {out_dir} is damaged; pass `restart` to start again.")
+    old = {**(earlier or {}), **found[1].get("config", {})}
+    changed = [f"`{k}` {v} (was {old[k]})" for k, v in config.items() if k in old and old[k] != v]
+    if changed:
+        raise ValueError("resume: these options differ from the run in the folder: " + ", ".join(changed))

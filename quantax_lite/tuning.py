@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["Tuning", "current", "override", "conv_form", "CONV_FORMS"]
+__all__ = ["Tuning", "current", "override", "using", "conv_form", "CONV_FORMS"]
 
 # The implementations of a periodic convolution (quantax_lite.models.conv):
 # "dense": one block-circulant matrix product (channel-major maps), kernel derivatives
@@ -99,6 +99,18 @@ def override(**changes):
     token = _CURRENT.set(dataclasses.replace(_CURRENT.get(), **changes))
     try:
         yield _CURRENT.get()
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextlib.contextmanager
+def using(choices: Tuning):
+    """Use the whole record ``choices`` inside the block (e.g. a driver's own, at trace time)."""
+    if not isinstance(choices, Tuning):
+        raise TypeError(f"choices: expected a Tuning, got {type(choices).__name__}")
+    token = _CURRENT.set(choices)
+    try:
+        yield choices
     finally:
         _CURRENT.reset(token)
 

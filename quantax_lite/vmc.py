@@ -1,8 +1,8 @@
 """The variational Monte Carlo driver.
 
-One step: sample s ~ |psi|^2 (Metropolis) -> local energies -> per-sample
-Jacobian -> SR / MinSR direction -> optax update. The step is one compiled
-program; :func:`run` loops it with a progress bar, writes ``log.jsonl`` and
+One step: sample s ~ |psi|^2 -> local energies -> per-sample Jacobian -> a
+preconditioned direction (SR / MinSR by default) -> optax update. The step is one
+compiled program; :func:`run` loops it with a progress bar, writes ``log.jsonl`` and
 atomic checkpoints, and resumes from them.
 
 Energies are in the Hamiltonian's units (spin-1/2 units for Heisenberg, Pauli
@@ -28,11 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import run_folder
-from .operators import SpinHamiltonian, make_local_energy
+from . import run_folder, tuning
+from ._validate import positive_int
 from .jacobian import jacobian
-from .sampler import MetropolisSampler, SamplerState, per_chain
-from .sr import GRAM_PRECISIONS, sr_direction, unravel_like
+from .models import derivative_form
+from .operators import SpinHamiltonian, make_local_energy
+from .preconditioners import Preconditioner, sr
+from .sampler import Sampler, per_chain
+from .sr import unravel_like
 from .stats import Stats, statistics
 from .utils import limit_blas_threads, replicate
 
@@ -41,161 +44,134 @@ __all__ = [
     "read_checkpoint_metadata", "load_latest_checkpoint", "newest_readable_checkpoint", "clear_run",
 ]
 
-# Connected configurations per local-energy chunk on CPUs when chunk_size is None.
-_CPU_LOCAL_ENERGY_ROWS = 8192
-
 
 class VMCState(NamedTuple):
     """Everything a run needs to continue (a pytree).
 
     params: the network parameters. opt_state: the optax state.
-    sampler: the Markov chains (configurations, cached log psi, PRNG key).
+    sampler: the sampler's state (Markov chains: configurations, cached log psi, PRNG key).
     iteration: int32 scalar, the number of completed steps.
-    sr_memory: the last SR direction, ``(P,)`` float64, with ``VMC.sr_momentum > 0``
-      (SPRING); None otherwise.
+    preconditioner: the preconditioner's state (None for SR; the last direction,
+      ``(P,)`` float64, for :func:`~quantax_lite.preconditioners.spring`).
     """
 
     params: Any
     opt_state: Any
-    sampler: SamplerState
+    sampler: Any
     iteration: jax.Array
-    sr_memory: Any = None
+    preconditioner: Any = None
 
 
 @dataclass(frozen=True, eq=False)
 class VMC:
-    """A ground-state search by VMC with stochastic reconfiguration.
+    """A ground-state search by variational Monte Carlo.
 
     hamiltonian: the :class:`~quantax_lite.operators.SpinHamiltonian`.
-    log_psi: ``log_psi(params, s) -> (batch,)`` (e.g. ``model.apply``).
-    sampler: a :class:`~quantax_lite.sampler.MetropolisSampler` of the same log_psi.
-    optimizer: an optax transformation applied to the SR direction (a descent
-      direction, used like a gradient: ``optax.sgd(lr)`` gives params - lr * dtheta).
+    sampler: a :class:`~quantax_lite.sampler.Sampler` (Metropolis or exact) of the
+      wavefunction being optimized: its ``log_psi(params, s) -> (batch,)`` is the one
+      wavefunction of the run.
+    optimizer: an optax transformation applied to the preconditioned direction (a descent
+      direction, used like a gradient: ``optax.sgd(lr)`` gives params - lr * direction).
     n_samples: samples per step (a multiple of ``sampler.n_chains``).
-    chunk_size: samples per device per chunk for local energies and the Jacobian.
-      None: the Jacobian in one piece; local energies, on CPUs, in chunks of about
-      8192 connected configurations (cache-sized batches run faster there), elsewhere
-      in one piece.
-    diag_shift, diag_scale: SR regularization, eps = diag_shift + diag_scale * tr(S)/P.
-    sr_method: "auto" (MinSR when samples < parameters), "sr" or "minsr".
-    sr_momentum: SPRING's memory mu in [0, 1) (see :func:`~quantax_lite.sr.sr_direction`):
-      each direction keeps mu times the last one where this step's samples leave it
-      undetermined, averaging MinSR's sampling noise over about 1 / (1 - mu) steps.
-      0 (default): plain SR / MinSR.
-    jacobian_log_psi: the same wavefunction (same parameters) in the form whose
-      per-sample gradients are fastest, used for the Jacobian only; default ``log_psi``.
-      E.g. a conv net evaluated with ``conv="lax"`` (fast forward passes) and
-      differentiated with ``conv="gather"`` (fast per-sample gradients in float64).
-    gram_precision: ``"float64"`` or ``"jacobian"``: the precision in which the SR
-      matrix (S or MinSR's T) is formed, see :func:`~quantax_lite.sr.sr_direction`;
-      the solve is float64 either way.
+    preconditioner: a :class:`~quantax_lite.preconditioners.Preconditioner`; default
+      ``sr()`` (SR / MinSR with diagonal shift 1e-4).
+    chunk_size: samples per device per chunk for local energies and the Jacobian
+      (bounds memory); None: the library chooses.
     mesh: the device mesh of every part of the step; default (None) the sampler's.
       Given, it must be the sampler's mesh.
+
+    The speed choices in force when the driver is built (:mod:`quantax_lite.tuning`)
+    are those of its compiled step.
     """
 
     hamiltonian: SpinHamiltonian
-    log_psi: Callable
-    sampler: MetropolisSampler
+    sampler: Sampler
     optimizer: optax.GradientTransformation
     n_samples: int
+    preconditioner: Preconditioner | None = None
     chunk_size: int | None = None
-    diag_shift: float = 1e-4
-    diag_scale: float = 0.0
-    sr_method: str = "auto"
-    jacobian_log_psi: Callable | None = None
-    sr_momentum: float = 0.0
-    gram_precision: str = "float64"
     mesh: Any = None
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
             raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(self.hamiltonian).__name__}.")
+        if not isinstance(self.sampler, Sampler):
+            raise TypeError(
+                f"sampler: expected a Sampler (MetropolisSampler, ExactSampler, ...), got "
+                f"{type(self.sampler).__name__}."
+            )
         if self.sampler.n_sites != self.hamiltonian.n_sites:
             raise ValueError(
                 f"sampler: n_sites={self.sampler.n_sites} does not match the Hamiltonian's "
                 f"{self.hamiltonian.n_sites} sites."
             )
-        if not isinstance(self.n_samples, (int, np.integer)) or self.n_samples <= 0:
-            raise ValueError(f"n_samples: expected a positive int, got {self.n_samples!r}.")
+        positive_int(self.n_samples, "n_samples")
         if self.n_samples % self.sampler.n_chains:
             raise ValueError(
-                f"n_samples={self.n_samples} must be a multiple of the number of chains "
+                f"n_samples: {self.n_samples} is not a multiple of the number of chains "
                 f"({self.sampler.n_chains})."
             )
-        if not (np.isscalar(self.sr_momentum) and 0 <= self.sr_momentum < 1):
-            raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
-        if self.gram_precision not in GRAM_PRECISIONS:
-            raise ValueError(f"gram_precision: expected one of {GRAM_PRECISIONS}, got {self.gram_precision!r}.")
-        for name in ("diag_shift", "diag_scale"):
-            v = getattr(self, name)
-            if not (np.isscalar(v) and np.isfinite(v) and v >= 0):
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}.")
+        if self.chunk_size is not None:
+            positive_int(self.chunk_size, "chunk_size")
+        if self.preconditioner is None:
+            object.__setattr__(self, "preconditioner", sr())
+        elif not isinstance(self.preconditioner, Preconditioner):
+            raise TypeError(
+                f"preconditioner: expected a Preconditioner (sr(), spring(sr(), 0.9), gradient(), ...), "
+                f"got {type(self.preconditioner).__name__}."
+            )
         if self.mesh is not None and self.sampler.mesh is not None and self.mesh != self.sampler.mesh:
             raise ValueError(
                 "mesh: the driver's mesh differs from its sampler's; the samples live on the "
                 "sampler's devices, so pass the same mesh to both (or leave VMC's mesh None)."
             )
+        object.__setattr__(self, "_tuning", tuning.current())
+
+    @property
+    def log_psi(self) -> Callable:
+        """The wavefunction ``log_psi(params, s) -> (batch,)`` (the sampler's)."""
+        return self.sampler.log_psi
 
     @functools.cached_property
     def device_mesh(self):
         """The one mesh of the step: the sampler's (``make_mesh()`` when it has none)."""
         if self.mesh is not None and self.sampler.mesh is None:
             return self.mesh
-        return self.sampler._resolved_mesh()
+        return self.sampler.resolved_mesh()
 
     # -- state -------------------------------------------------------------------
 
     def init(self, key: jax.Array, params: Any) -> VMCState:
-        """A fresh state: optimizer state, thermalized-on-first-step chains, iteration 0.
-
-        Checks that ``log_psi`` and the sampler's ``log_psi`` give the same |psi| on the
-        initial chains (a driver and sampler of different wavefunctions is an error).
-        """
+        """A fresh state: optimizer and preconditioner states, new chains, iteration 0."""
         mesh = self.device_mesh
         params = replicate(params, mesh)
-        memory = None
-        if self.sr_momentum:
-            n_par = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
-            memory = replicate(jnp.zeros(n_par, jnp.float64), mesh)
-        chains = self.sampler.init(key, params)
-        self._check_same_wavefunction(params, chains)
         return VMCState(
             params=params,
             opt_state=replicate(self.optimizer.init(params), mesh),
-            sampler=chains,
+            sampler=self.sampler.init(key, params),
             iteration=replicate(jnp.zeros((), jnp.int32), mesh),
-            sr_memory=memory,
+            preconditioner=replicate(self.preconditioner.init(params), mesh),
         )
-
-    def _check_same_wavefunction(self, params, chains: SamplerState) -> None:
-        if self.log_psi == self.sampler.log_psi:  # the same function (bound methods compare equal)
-            return
-        s = jnp.asarray(jax.device_get(chains.states))[:64].reshape(-1, self.hamiltonian.n_sites)
-        a = np.real(np.asarray(jax.device_get(self.log_psi(params, s))))
-        b = np.real(np.asarray(jax.device_get(self.sampler.log_psi(params, s))))
-        tol = 1e-3 if a.dtype == np.float32 or b.dtype == np.float32 else 1e-8
-        scale = 1 + (np.nanmax(np.abs(a)) if np.any(np.isfinite(a)) else 0)
-        if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True):
-            raise ValueError(
-                "log_psi: the driver's log_psi and the sampler's give different amplitudes on the "
-                "initial chains; the sampler must draw from the wavefunction being optimized."
-            )
 
     # -- one step ----------------------------------------------------------------
 
     @property
     def local_energy_chunk_size(self) -> int | None:
-        """Samples per device per local-energy chunk (see ``chunk_size``)."""
+        """Samples per device per local-energy chunk: ``chunk_size``, or on CPUs about
+        ``tuning.local_energy_rows`` connected configurations per chunk."""
         if self.chunk_size is not None or jax.default_backend() != "cpu":
             return self.chunk_size
-        return max(1, _CPU_LOCAL_ENERGY_ROWS // self.hamiltonian.max_conn)
+        return max(1, self._tuning.local_energy_rows // self.hamiltonian.max_conn)
 
     @functools.cached_property
-    def _local_energy(self):
-        return make_local_energy(
-            self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False,
-            mesh=self.device_mesh,
-        )
+    def local_energies(self) -> Callable:
+        """``f(params, samples, log_psi_samples=None) -> (batch,)`` local energies, the
+        driver's own (chunked and sharded as in its step; jittable)."""
+        with tuning.using(self._tuning):
+            return make_local_energy(
+                self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False,
+                mesh=self.device_mesh,
+            )
 
     @functools.cached_property
     def step(self) -> Callable[[VMCState], tuple[VMCState, dict]]:
@@ -204,40 +180,39 @@ class VMC:
         metrics (jax scalars): energy (complex mean), energy_error, variance, tau,
         r_hat, acceptance, step_norm, sr_fallback; the energy is that of the
         parameters before the update; finite_energy, finite_direction, finite_params
-        (bools: energy and variance, the SR direction, the updated parameters).
+        (bools: energy and variance, the direction, the updated parameters).
         """
         mesh = self.device_mesh
+        differentiate = derivative_form(self.log_psi)
 
         def step(state: VMCState):
             params = state.params
             samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
-            e_loc = self._local_energy(params, samples, log_psi_s)
-            jac = jacobian(self.jacobian_log_psi or self.log_psi, params, samples, chunk_size=self.chunk_size,
-                           mesh=mesh)
-            dtheta, info = sr_direction(
-                jac, e_loc, diag_shift=self.diag_shift, diag_scale=self.diag_scale,
-                method=self.sr_method, return_info=True,
-                momentum=self.sr_momentum, previous=state.sr_memory,
-                gram_precision=self.gram_precision, mesh=mesh,
+            e_loc = self.local_energies(params, samples, log_psi_s)
+            jac = jacobian(differentiate, params, samples, chunk_size=self.chunk_size, mesh=mesh)
+            direction, precond, info = self.preconditioner.update(
+                jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh
             )
-            update = unravel_like(dtheta, params)
-            updates, opt_state = self.optimizer.update(update, state.opt_state, params)
+            updates, opt_state = self.optimizer.update(unravel_like(direction, params), state.opt_state, params)
             params = optax.apply_updates(params, updates)
             stats = statistics(per_chain(e_loc, self.sampler.n_chains))
             metrics = dict(
                 energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
                 tau=stats.tau, r_hat=stats.r_hat,
                 acceptance=jnp.sum(chains.n_accepted) / jnp.maximum(jnp.sum(chains.n_proposed), 1),
-                step_norm=jnp.linalg.norm(dtheta), sr_fallback=info.used_fallback,
+                step_norm=jnp.linalg.norm(direction),
+                sr_fallback=jnp.asarray(info.get("sr_fallback", False)),
                 finite_energy=jnp.isfinite(stats.mean) & jnp.isfinite(stats.variance),
-                finite_direction=jnp.all(jnp.isfinite(dtheta)),
+                finite_direction=jnp.all(jnp.isfinite(direction)),
                 finite_params=jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(params)])),
             )
-            memory = dtheta if state.sr_memory is not None else None
-            new = VMCState(params, opt_state, chains, state.iteration + 1, memory)
-            return new, metrics
+            return VMCState(params, opt_state, chains, state.iteration + 1, precond), metrics
 
-        return jax.jit(step)
+        def traced(state):
+            with tuning.using(self._tuning):  # the driver's speed choices, at trace time
+                return step(state)
+
+        return jax.jit(traced)
 
 
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:
@@ -257,7 +232,7 @@ def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> 
     chains, series = state.sampler, []
     for _ in range(n_samples // block):
         samples, log_psi_s, chains = vmc.sampler.sample(chains, state.params, block)
-        e_loc = vmc._local_energy(state.params, samples, log_psi_s)
+        e_loc = vmc.local_energies(state.params, samples, log_psi_s)
         series.append(per_chain(e_loc, vmc.sampler.n_chains))
     stats = statistics(jnp.concatenate(series, axis=1))
     return stats, state._replace(sampler=chains)
@@ -493,15 +468,13 @@ def run(
     A step whose energy, SR direction or parameters are not finite is not taken: the
     run raises :class:`Diverged` (nothing of that step is logged or checkpointed).
 
-    On CPUs the BLAS/LAPACK thread pools are limited to one thread while the loop runs
-    (see :func:`quantax_lite.utils.limit_blas_threads`).
+    On CPUs the BLAS/LAPACK thread pools are limited while the loop runs (see
+    :func:`quantax_lite.utils.limit_blas_threads`; ``tuning.blas_threads``).
 
     Returns the final state and this call's log records.
     """
-    if isinstance(keep_checkpoints, bool) or not isinstance(keep_checkpoints, (int, np.integer)) or keep_checkpoints < 1:
-        raise ValueError(f"keep_checkpoints: expected an int >= 1, got {keep_checkpoints!r}.")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every: expected an int >= 0, got {checkpoint_every!r}.")
+    positive_int(keep_checkpoints, "keep_checkpoints")
+    positive_int(checkpoint_every, "checkpoint_every", minimum=0)
     writer = jax.process_index() == 0 and out_dir is not None
     held = run_folder.lock_run_folder(out_dir) if writer and lock else contextlib.nullcontext()
     with held:
@@ -553,7 +526,7 @@ def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callback
     bar = tqdm(total=n_iter, initial=start, disable=not progress or jax.process_index() != 0,
                desc="VMC", dynamic_ncols=True)
     t0 = time.perf_counter()
-    blas = limit_blas_threads()
+    blas = limit_blas_threads(vmc._tuning.blas_threads)
     try:
         while int(state.iteration) < n_iter:
             new, metrics = vmc.step(state)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from quantax_lite import tuning
 from quantax_lite.jacobian import jacobian, jacobian_pytree, make_jacobian, per_sample_grad
 from quantax_lite.lattice import Square
 from quantax_lite.models import make_conv_nqs, make_rbm_nqs
@@ -46,12 +47,20 @@ def tiny_lax_conv(lx, ly, channels):
     return init, log_psi
 
 
+def conv_form(form, log_psi):
+    """``log_psi`` traced with the convolution form ``form`` (a speed choice)."""
+
+    def with_form(params, s):
+        with tuning.override(conv_form=form):
+            return log_psi(params, s)
+
+    return with_form
+
+
 def flax_model(kind, lattice, dtype=jnp.float64):
     sym = translations(lattice)
-    if kind == "conv_lax":
-        return make_conv_nqs(lattice, sym, channels=2, depth=1, kernel_size=3, dtype=dtype, conv="lax")
-    if kind == "conv_gather":
-        return make_conv_nqs(lattice, sym, channels=2, depth=1, kernel_size=3, dtype=dtype, conv="gather")
+    if kind in ("conv_lax", "conv_gather"):
+        return make_conv_nqs(lattice, sym, channels=2, depth=1, kernel_size=3, dtype=dtype)
     if kind == "rbm_complex":
         return make_rbm_nqs(lattice, sym, alpha=1, dtype=dtype, complex_output=True)
     if kind == "rbm_real":
@@ -69,7 +78,7 @@ def make_case(kind, rng, n_samples=64, lattice=Square(4)):
         model = flax_model(kind, lattice)
         shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.asarray(s[:2]))
         params = jax.tree.map(lambda x: jnp.asarray(0.3 * rng.normal(size=x.shape), x.dtype), shapes)
-        log_psi = model.apply
+        log_psi = conv_form(kind[5:], model.apply) if kind.startswith("conv_") else model.apply
     mesh = make_mesh()
     samples = jnp.asarray(s)
     if n_samples % mesh.size == 0:
@@ -137,10 +146,9 @@ def test_lax_conv_jacobian_values_and_all_gathers(rng, record_property):
     assert mesh.size == 8
     counts = {}
     for chunk, shard_batch in [(3, True), (4, True), (3, False)]:
-        fn = jax.jit(
-            lambda p, s: jacobian(log_psi, p, s, chunk_size=chunk, mesh=mesh, shard_batch=shard_batch)
-        )
-        compiled = fn.lower(params, samples).compile()
+        fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=chunk, mesh=mesh))
+        with tuning.override(jacobian_shard_batch=shard_batch):
+            compiled = fn.lower(params, samples).compile()
         if shard_batch:
             check_against_reference(compiled(params, samples), ref, mesh)
         counts[(chunk, shard_batch)] = len(ALL_GATHER.findall(compiled.as_text()))
@@ -274,7 +282,8 @@ def test_jacobian_scratch_memory_flat_for_ragged_batches(rng):
         temps = {}
         for rows in (4 * c, 4 * c + 1, 16 * c + 1):
             s = jax.ShapeDtypeStruct((8 * rows, 16), jnp.int8, sharding=batch_sharding(mesh, 2))
-            fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=c, shard_batch=shard_batch))
-            temps[rows] = fn.lower(params, s).compile().memory_analysis().temp_size_in_bytes
+            fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=c))
+            with tuning.override(jacobian_shard_batch=shard_batch):
+                temps[rows] = fn.lower(params, s).compile().memory_analysis().temp_size_in_bytes
         assert temps[16 * c + 1] == temps[4 * c + 1], (shard_batch, temps)
         assert temps[4 * c + 1] - temps[4 * c] < 4 * c * n_params * 8, (shard_batch, temps)

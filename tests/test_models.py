@@ -17,7 +17,6 @@ from quantax_lite.lattice import Chain, Square
 from quantax_lite.models import (
     RBM,
     ConvResNet,
-    choose_conv,
     PeriodicConv,
     Symmetrized,
     count_params,
@@ -26,6 +25,7 @@ from quantax_lite.models import (
     merge_translation_images,
 )
 from quantax_lite import symmetry as qsym
+from quantax_lite import tuning
 from quantax_lite.utils import chunk_map
 
 KEY = jax.random.PRNGKey(0)
@@ -136,34 +136,34 @@ def conv_reference(x, kernel, bias, shape):
 
 
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4), ((3,), 7), ((2, 3), 2)])
-@pytest.mark.parametrize("conv", ["gather", "lax", "dense"])
+@pytest.mark.parametrize("conv", tuning.CONV_FORMS)
 def test_periodic_conv_matches_loop(rng, shape, k, conv):
-    layer = PeriodicConv(3, k, shape, conv=conv, dtype=jnp.float64)
+    layer = PeriodicConv(3, k, shape, dtype=jnp.float64)
     x = rng.normal(size=(2, *shape, 2))
     kernel = rng.normal(size=jax.eval_shape(layer.init, KEY, x)["params"]["kernel"].shape)
     bias = rng.normal(size=(3,))
     params = {"params": {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)}}
-    out = jitted(layer)(params, x)
-    np.testing.assert_allclose(out, conv_reference(x, kernel, bias, shape), atol=1e-12)
-    if conv == "dense":  # the channel-major form: (batch, channels, n_sites) maps
-        cm = PeriodicConv(3, k, shape, conv="dense", dtype=jnp.float64, channel_major=True)
+    ref = conv_reference(x, kernel, bias, shape)
+    with tuning.override(conv_form=conv):  # every form, traced here (a fresh function)
+        out = jax.jit(lambda p, x: layer.apply(p, x))(params, x)
+        # channel-major maps (batch, channels, n_sites), the dense form's layout
         x_cm = np.moveaxis(x.reshape(2, -1, 2), -1, 1)
-        out_cm = jitted(cm)(params, x_cm)
-        ref = conv_reference(x, kernel, bias, shape).reshape(2, -1, 3)
-        np.testing.assert_allclose(out_cm, np.moveaxis(ref, -1, 1), atol=1e-12)
-        # its derivative in the kernel (a custom JVP in the patch form) against the loop
+        out_cm = jax.jit(lambda p, x: layer.apply(p, x, True))(params, x_cm)
+        # the derivative in the kernel (the patch-form custom JVP of dense / lax_patch)
         dk = rng.normal(size=kernel.shape)
-        _, tangent = jax.jvp(lambda kk: cm.apply({"params": {"kernel": kk, "bias": jnp.asarray(bias)}}, x_cm),
+        _, tangent = jax.jvp(lambda kk: layer.apply({"params": {"kernel": kk, "bias": jnp.asarray(bias)}}, x_cm, True),
                              (jnp.asarray(kernel),), (jnp.asarray(dk),))
-        ref_t = conv_reference(x, dk, 0 * bias, shape).reshape(2, -1, 3)
-        np.testing.assert_allclose(tangent, np.moveaxis(ref_t, -1, 1), atol=1e-12)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    np.testing.assert_allclose(out_cm, np.moveaxis(ref.reshape(2, -1, 3), -1, 1), atol=1e-12)
+    ref_t = conv_reference(x, dk, 0 * bias, shape).reshape(2, -1, 3)
+    np.testing.assert_allclose(tangent, np.moveaxis(ref_t, -1, 1), atol=1e-12)
 
 
-def test_channel_major_needs_dense():
-    with pytest.raises(ValueError, match="channel_major"):
-        PeriodicConv(2, 3, (4,), conv="gather", channel_major=True).init(KEY, np.ones((1, 1, 4)))
+def test_channel_major_maps_are_checked():
     with pytest.raises(ValueError, match="channel-major"):
-        PeriodicConv(2, 3, (4,), conv="dense", channel_major=True).init(KEY, np.ones((1, 4, 1)))
+        PeriodicConv(2, 3, (4,)).init(KEY, np.ones((1, 4, 1)), True)
+    with pytest.raises(ValueError, match="feature maps"):
+        PeriodicConv(2, 3, (4,)).init(KEY, np.ones((1, 1, 4)))
 
 
 # --------------------------------------------------------------------------- #
@@ -183,80 +183,94 @@ def jitted(model, method=None):
 
 
 @pytest.mark.parametrize("norm", ["none", "layer"])
-@pytest.mark.parametrize("other", ["lax", "dense"])
+@pytest.mark.parametrize("other", ["lax", "lax_patch", "dense"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
 def test_conv_forms_agree(rng, shape, k, other, norm):
     # (the dense form runs on channel-major maps internally, the others channels-last)
     n = int(np.prod(shape))
     s = random_spins(rng, n, 5)
-    g = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv="gather", norm=norm)
-    l = ConvResNet(shape, channels=3, depth=1, kernel_size=k, conv=other, norm=norm)
-    params = random_params(g, s, rng)
-    assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(jax.eval_shape(l.init, KEY, s))
+    model = ConvResNet(shape, channels=3, depth=1, kernel_size=k, norm=norm)
+    with tuning.override(conv_form="gather"):
+        params = random_params(model, s, rng)
+    with tuning.override(conv_form=other):
+        assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(jax.eval_shape(model.init, KEY, s))
 
-    @functools.partial(jax.jit, static_argnums=0)
-    def values_and_grads(model):
+    def values_and_grads(form):
         # one gradient of a batch sum: a per-sample (or vmapped-cotangent) lax.conv
         # gradient is a grouped convolution, very slow on XLA:CPU in float64
         def loss(p):
             out = model.apply(p, s)
             return jnp.sum(out.real * weights[0] + out.imag * weights[1]), out
 
-        grads, out = jax.grad(loss, has_aux=True)(params)
+        with tuning.override(conv_form=form):  # traced here: a fresh function per form
+            grads, out = jax.jit(lambda p: jax.grad(loss, has_aux=True)(p))(params)
         return out, jax.tree_util.tree_leaves(grads)
 
     weights = rng.normal(size=(2, len(s)))
 
-    (out_g, grads_g), (out_l, grads_l) = values_and_grads(g), values_and_grads(l)
+    (out_g, grads_g), (out_l, grads_l) = values_and_grads("gather"), values_and_grads(other)
     np.testing.assert_allclose(out_g, out_l, atol=1e-12)
     for a, b in zip(grads_g, grads_l):
         np.testing.assert_allclose(a, b, atol=1e-11)
 
 
 @pytest.mark.parametrize("norm", ["none", "layer"])
+@pytest.mark.parametrize("form", ["dense", "lax_patch"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4)])
-def test_dense_conv_derivatives(rng, shape, k, norm):
-    """The dense form's custom JVP: per-sample gradients (reverse mode) and forward-mode
-    derivatives equal those of the gather form, in both arguments of the convolution."""
+def test_patch_form_derivatives(rng, shape, k, form, norm):
+    """The custom JVPs of the dense and lax_patch forms: per-sample gradients (reverse
+    mode) and forward-mode derivatives equal those of the gather form, in both arguments
+    of the convolution."""
     n = int(np.prod(shape))
     s = random_spins(rng, n, 4)
-    dense = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="dense", norm=norm)
-    gather = ConvResNet(shape, channels=2, depth=1, kernel_size=k, conv="gather", norm=norm)
-    params = random_params(dense, s, rng)
+    model = ConvResNet(shape, channels=2, depth=1, kernel_size=k, norm=norm)
+    params = random_params(model, s, rng)
 
-    @functools.partial(jax.jit, static_argnums=0)
-    def derivatives(model):
+    def derivatives(conv_form):
         def real_log_psi(p, x):
             out = model.apply(p, x[None])[0]
             return out.real + 0.7 * out.imag
-        per_sample = jax.vmap(jax.grad(real_log_psi), in_axes=(None, 0))(params, s)
-        tangent = jax.tree_util.tree_map(lambda x: jnp.ones_like(x) * 0.3, params)
-        forward = jax.jvp(lambda p: model.apply(p, s), (params,), (tangent,))[1]
-        return jax.tree_util.tree_leaves(per_sample), forward
 
-    (ps_d, fw_d), (ps_g, fw_g) = derivatives(dense), derivatives(gather)
+        def both(params):
+            per_sample = jax.vmap(jax.grad(real_log_psi), in_axes=(None, 0))(params, s)
+            tangent = jax.tree_util.tree_map(lambda x: jnp.ones_like(x) * 0.3, params)
+            forward = jax.jvp(lambda p: model.apply(p, s), (params,), (tangent,))[1]
+            return jax.tree_util.tree_leaves(per_sample), forward
+
+        with tuning.override(conv_form=conv_form):
+            return jax.jit(both)(params)
+
+    (ps_d, fw_d), (ps_g, fw_g) = derivatives(form), derivatives("gather")
     for a, b in zip(ps_d, ps_g):
         np.testing.assert_allclose(a, b, atol=1e-11)
     np.testing.assert_allclose(fw_d, fw_g, atol=1e-11)
-    # and the input derivative of one dense layer against finite differences of the loop
-    layer = PeriodicConv(2, k, shape, conv="dense", dtype=jnp.float64)
+    # and the input derivative of one layer against the loop
+    layer = PeriodicConv(2, k, shape, dtype=jnp.float64)
     x = rng.normal(size=(1, *shape, 2))
     lp = layer.init(KEY, x)
     dx = rng.normal(size=x.shape)
-    _, jvp_x = jax.jvp(lambda x: layer.apply(lp, x), (x,), (dx,))
+    with tuning.override(conv_form=form):
+        _, jvp_x = jax.jvp(lambda x: layer.apply(lp, x), (x,), (dx,))
     kernel, bias = np.asarray(lp["params"]["kernel"]), np.asarray(lp["params"]["bias"])
     np.testing.assert_allclose(jvp_x, conv_reference(dx, kernel, 0 * bias, shape), atol=1e-12)
 
 
-def test_choose_conv():
-    assert choose_conv(16, 8, jnp.float32) == "dense"
-    assert choose_conv(64, 16, jnp.float32) == "lax"
-    assert choose_conv(64, 16, jnp.float64) == "dense"
-    assert choose_conv(100, 16, jnp.float64, gradient=True) == "gather"
-    assert choose_conv(100, 16, jnp.float64) == "lax"
+def test_conv_form_choice():
+    assert tuning.conv_form(16, 8, jnp.float32) == "dense"
+    assert tuning.conv_form(64, 16, jnp.float32) == "lax"
+    assert tuning.conv_form(64, 16, jnp.float64) == "dense"
+    assert tuning.conv_form(100, 16, jnp.float64) == "lax_patch"
+    with tuning.override(conv_form="gather"):
+        assert tuning.conv_form(16, 8, jnp.float32) == "gather"
+    assert tuning.conv_form(16, 8, jnp.float32) == "dense"
     with pytest.raises(ValueError, match="dtype"):
-        choose_conv(16, 8, jnp.int32)
-
+        tuning.conv_form(16, 8, jnp.int32)
+    with pytest.raises(TypeError, match="conv_shape"):
+        with tuning.override(conv_shape="dense"):
+            pass
+    with pytest.raises(ValueError, match="conv_form"):
+        with tuning.override(conv_form="fft"):
+            pass
 
 @pytest.mark.parametrize("shape", [(3, 4), (6,)])
 def test_trunk_is_translation_equivariant(rng, shape):
@@ -303,7 +317,9 @@ def test_make_conv_nqs_defaults():
         s = np.ones((1, lattice.n_sites), np.int8)
         shapes = jax.eval_shape(model.init, KEY, s)
         assert count_params(shapes) == expected
-        assert model.n_elements == lattice.n_sites * 16
+        assert model.n_elements == 16  # one image per translation coset of the full group
+        with tuning.override(merge_translations=False):
+            assert make_conv_nqs(lattice, qsym.full_symmetry(lattice)).n_elements == lattice.n_sites * 16
         out = jax.eval_shape(model.apply, shapes, s)
         assert out.shape == (1,) and out.dtype == jnp.complex128
     # readout chosen by the sector; an explicit invariant readout in a k != 0 sector is refused
@@ -426,8 +442,9 @@ def test_symmetrized_equals_python_loop(rng, name):
 def test_merge_translations_matches_full_group(rng):
     lattice = Square(4)
     full_group = qsym.full_symmetry(lattice)
-    full = make_conv_nqs(lattice, full_group, channels=3, depth=1)
-    merged = make_conv_nqs(lattice, full_group, channels=3, depth=1, merge_translations=True)
+    with tuning.override(merge_translations=False):
+        full = make_conv_nqs(lattice, full_group, channels=3, depth=1)
+    merged = make_conv_nqs(lattice, full_group, channels=3, depth=1)  # merged by default
     assert merged.n_elements == 16 and full.n_elements == 256
     s = random_spins(rng, 16, 4)
     params = random_params(full, s, rng)
@@ -573,8 +590,6 @@ def test_through_chunk_map(rng, shard_batch):
 def test_errors():
     with pytest.raises(ValueError, match="dtype"):
         ConvResNet((4,), dtype=jnp.int32)
-    with pytest.raises(ValueError, match="conv"):
-        ConvResNet((4,), conv="fft")
     with pytest.raises(ValueError, match="readout"):
         ConvResNet((4,), readout="mean")
     with pytest.raises(ValueError, match="norm"):
@@ -614,7 +629,7 @@ def test_real_output_network_is_positive_symmetric_and_counted():
 
     lattice = Square(4)
     group = full_symmetry(lattice)
-    model = make_conv_nqs(lattice, group, channels=4, depth=1, complex_output=False, merge_translations=True)
+    model = make_conv_nqs(lattice, group, channels=4, depth=1, complex_output=False)
     s = jnp.asarray(np.random.default_rng().choice(np.array([-1, 1], np.int8), size=(5, 16)))
     params = model.init(jax.random.PRNGKey(0), s)
     assert count_params(params) == conv_param_count(2, 4, 1, 3, complex_output=False)
@@ -680,11 +695,17 @@ def test_signed_network_at_a_node_is_finite():
 
 def test_signed_network_jacobian_is_that_of_its_real_part(rng):
     from quantax_lite.jacobian import jacobian
-    from quantax_lite.models import real_part
+    from quantax_lite.models import derivative_form, real_part
 
     lattice = Square(4)
-    model = make_conv_nqs(lattice, qsym.translations(lattice), channels=3, depth=1, signed=True,
-                          merge_translations=True)
+    model = make_conv_nqs(lattice, qsym.translations(lattice), channels=3, depth=1, signed=True)
+    # the driver differentiates the real part of a signed network, and only of one
+    assert derivative_form(model.apply).__wrapped__ == model.apply
+    complex_model = make_conv_nqs(lattice, qsym.translations(lattice), channels=3, depth=1)
+    assert derivative_form(complex_model.apply) == complex_model.apply
+    momentum = make_conv_nqs(lattice, qsym.translations(lattice, momentum=(np.pi / 2, 0)), channels=3, depth=1,
+                             signed=True)
+    assert derivative_form(momentum.apply) == momentum.apply  # complex characters: a complex psi
     s = random_spins(rng, 16, 16)
     params = random_params(model, s, rng, scale=0.6)
     full = np.asarray(jacobian(model.apply, params, jnp.asarray(s)))
@@ -713,7 +734,7 @@ SPIN_CHECK_MODELS = {
     "rbm": lambda: (RBM(1), 6),
     "real rbm": lambda: (RBM(0.5, complex_output=False), 6),
     "conv": lambda: (make_conv_nqs(Chain(6), None, channels=2, depth=1), 6),
-    "conv dense": lambda: (make_conv_nqs(Square(2, 3), None, channels=2, depth=1, conv="dense"), 6),
+    "conv 2d": lambda: (make_conv_nqs(Square(2, 3), None, channels=2, depth=1), 6),
     "symmetrized conv": lambda: (make_conv_nqs(Square(2, 4), qsym.full_symmetry(Square(2, 4)), channels=2, depth=1), 8),
     "symmetrized rbm": lambda: (make_rbm_nqs(Chain(6, pbc=False), qsym.point_group(Chain(6, pbc=False))), 6),
 }
@@ -758,5 +779,5 @@ def test_symmetry_of_another_lattice_is_rejected():
         make_rbm_nqs(sq, qsym.point_group(Square(4, pbc=False)))
     # the lattice the group was built for (also an equal copy, and products of its groups)
     group = qsym.translations(sq) * qsym.spin_inversion(Square(4, 4))
-    assert make_conv_nqs(Square(4, 4), group, channels=2, depth=1).n_elements == 32
+    assert make_conv_nqs(Square(4, 4), group, channels=2, depth=1).n_elements == 2  # accepted; merged to one image per translation coset
     assert make_rbm_nqs(sq, group).n_elements == 32

@@ -5,14 +5,15 @@ The rest of quantax_lite sees a model only as ``log_psi = model.apply`` with
 (+1/-1) to ``(batch,)`` log-amplitudes.
 """
 from .conv import (
-    CONV_IMPLEMENTATIONS,
     ConvResNet,
     PeriodicConv,
     ResidualBlock,
     periodic_conv_matrix,
     periodic_neighbour_table,
 )
-from .factory import choose_conv, conv_param_count, count_params, default_conv_architecture, make_conv_nqs, make_rbm_nqs, real_part
+from .factory import (
+    conv_param_count, count_params, default_conv_architecture, derivative_form, make_conv_nqs, make_rbm_nqs, real_part,
+)
 from .rbm import RBM, log_cosh
 from .symmetrize import (
     Symmetrized,
@@ -23,16 +24,15 @@ from .symmetrize import (
 )
 
 __all__ = [
-    "CONV_IMPLEMENTATIONS",
     "ConvResNet",
     "PeriodicConv",
     "RBM",
     "ResidualBlock",
     "Symmetrized",
-    "choose_conv",
     "conv_param_count",
     "count_params",
     "default_conv_architecture",
+    "derivative_form",
     "group_table",
     "log_cosh",
     "make_conv_nqs",

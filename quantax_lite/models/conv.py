@@ -7,28 +7,24 @@ A periodic convolution with a kernel of size ``k`` along every axis maps
 
     out[r, o] = bias[o] + sum_{a, c} kernel[a, c, o] * in[(r + a - k // 2) mod L, c]
 
-for the ``k**d`` offsets ``a`` in ``{0 .. k-1}**d``. Two implementations share one
-parameter layout (``kernel`` ``(k,)*d + (c_in, c_out)``, ``bias`` ``(c_out,)``), so their
-parameters are interchangeable:
+for the ``k**d`` offsets ``a`` in ``{0 .. k-1}**d``; parameters ``kernel``
+``(k,)*d + (c_in, c_out)`` and ``bias`` ``(c_out,)``.
 
-* ``conv="gather"``: the patch tensor (im2col) is gathered with a precomputed periodic
-  neighbour table and contracted with the kernel as one matrix product. The per-sample
-  weight gradient is then a (batched) matrix product, fast on every backend and in both
-  precisions.
-* ``conv="lax"``: ``jax.lax.conv_general_dilated`` on the input padded circularly
-  (``jnp.pad(mode="wrap")``). Under ``jax.vmap(jax.grad(...))`` its weight gradient
-  lowers to a grouped convolution, which XLA:CPU runs very slowly in float64 and which
-  XLA's SPMD partitioner does not keep batch-sharded.
-* ``conv="dense"``: the convolution as one ``(N * c_in, N * c_out)`` block-circulant
-  matrix built from the kernel (:func:`periodic_conv_matrix`), applied by one matrix
-  product: ``N / K`` times the arithmetic of the other forms, but a single large GEMM,
-  the fastest form on CPUs for small lattices (4x4 with 8 channels: about 2.5x faster
-  forward passes than ``lax``). Kernel derivatives use the patch form (a custom JVP),
-  so per-sample Jacobians stay cheap. :class:`ConvResNet` runs it on channel-major maps
-  ``(batch, channels, n_sites)`` (``PeriodicConv(channel_major=True)``), which XLA:CPU
-  vectorizes better (about 2x faster forward passes than channels-last).
+:class:`PeriodicConv` is one layer with one set of values and derivatives. How it is
+computed is the library's choice (:func:`quantax_lite.tuning.conv_form`, by size,
+precision and backend), among implementations of the same function:
 
-:func:`quantax_lite.models.choose_conv` picks the fastest form for a size and dtype.
+* ``"dense"``: one ``(N * c_in, N * c_out)`` block-circulant matrix built from the kernel
+  (:func:`periodic_conv_matrix`) and one matrix product, on channel-major maps
+  ``(batch, channels, n_sites)`` inside :class:`ConvResNet`;
+* ``"lax"``: ``jax.lax.conv_general_dilated`` on the circularly padded maps;
+* ``"lax_patch"``: the same forward pass, kernel derivatives in the patch form;
+* ``"gather"``: im2col with a periodic neighbour table and one matrix product.
+
+The dense and lax_patch forms take kernel derivatives in the patch form (a custom JVP:
+the patches of the input contracted with the kernel tangent), so per-sample Jacobians
+are batched matrix products rather than grouped convolutions. Figures in
+``docs/benchmarks.md``.
 """
 from __future__ import annotations
 
@@ -42,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .. import tuning
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
 
 __all__ = [
@@ -50,10 +47,8 @@ __all__ = [
     "PeriodicConv",
     "ResidualBlock",
     "ConvResNet",
-    "CONV_IMPLEMENTATIONS",
 ]
 
-CONV_IMPLEMENTATIONS = ("gather", "lax", "dense")
 READOUTS = ("sum", "origin")
 NORMS = ("layer", "none")
 
@@ -82,12 +77,6 @@ def periodic_neighbour_table(shape, kernel_size: int) -> np.ndarray:
     return np.ravel_multi_index(tuple(np.moveaxis(neighbours, -1, 0)), shape).astype(np.int32)
 
 
-def _check_conv(conv) -> str:
-    if conv not in CONV_IMPLEMENTATIONS:
-        raise ValueError(f"conv: expected one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
-    return conv
-
-
 class PeriodicConv(nn.Module):
     """Periodic (circular) convolution on a lattice.
 
@@ -95,60 +84,50 @@ class PeriodicConv(nn.Module):
       features: output channels.
       kernel_size: kernel extent along every lattice axis.
       lattice_shape: ``(L,)`` or ``(Lx, Ly)``.
-      conv: ``"gather"`` (im2col gather + matmul), ``"lax"`` (``lax.conv_general_dilated``)
-        or ``"dense"`` (one block-circulant matrix product).
       use_bias: add a per-channel bias.
       dtype: parameter and compute dtype (float32 or float64).
-      channel_major: (``conv="dense"`` only) maps are ``(batch, channels, n_sites)``
-        instead: the per-channel bias is then constant along the contiguous site axis,
-        which XLA:CPU vectorizes (with channels last, the bias add and the activation
-        fused with it run about 2x slower).
 
     Call: ``x`` ``(batch, *lattice_shape, c_in)`` -> ``(batch, *lattice_shape, features)``;
-    with ``channel_major``, ``(batch, c_in, n_sites)`` -> ``(batch, features, n_sites)``.
+    with ``channel_major=True``, maps stored channel by channel, ``(batch, c_in, n_sites)``
+    -> ``(batch, features, n_sites)`` (the layout :class:`ConvResNet` keeps when the
+    dense form is used).
     """
 
     features: int
     kernel_size: int
     lattice_shape: tuple[int, ...]
-    conv: str = "gather"
     use_bias: bool = True
     dtype: Any = jnp.float64
     kernel_init: Callable = nn.initializers.lecun_normal()
-    channel_major: bool = False
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, channel_major: bool = False):
         shape = tuple(self.lattice_shape)
+        n_sites = int(np.prod(shape))
         ndim, k = len(shape), self.kernel_size
         dtype = real_dtype(self.dtype)
-        conv = _check_conv(self.conv)
-        if self.channel_major:
-            if conv != "dense":
-                raise ValueError(f"channel_major: only with conv='dense', got conv={conv!r}")
-            if x.ndim != 3 or x.shape[2] != int(np.prod(shape)):
-                raise ValueError(f"x: expected channel-major maps (batch, channels, {int(np.prod(shape))}), got {x.shape}")
+        if channel_major:
+            if x.ndim != 3 or x.shape[2] != n_sites:
+                raise ValueError(f"x: expected channel-major maps (batch, channels, {n_sites}), got {x.shape}")
             c_in = x.shape[1]
         else:
             c_in = x.shape[-1]
             if tuple(x.shape[1:-1]) != shape:
                 raise ValueError(f"x: expected feature maps of shape (batch, *{shape}, channels), got {x.shape}")
         kernel = self.param("kernel", self.kernel_init, (k,) * ndim + (c_in, self.features), dtype)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype) if self.use_bias else None
         x = x.astype(dtype)
-        if self.channel_major:
+        form = tuning.conv_form(n_sites, self.features, dtype)
+        if channel_major and form == "dense":
             y = _dense_conv_flat(x, kernel, shape, k, True)
-            if self.use_bias:
-                y = y + self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype)[:, None]
-            return y
-        if conv == "gather":
-            y = _gather_conv(x, kernel, shape, k)
-        elif conv == "dense":
-            y = _dense_conv(x, kernel, shape, k)
-        else:
-            y = _lax_conv(x, kernel, shape, k)
-        if self.use_bias:
-            y = y + self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype)
-        return y
+            return y if bias is None else y + bias[:, None]
+        if channel_major:  # another form on channel-major maps: through the channels-last layout
+            maps = jnp.swapaxes(x, 1, 2).reshape(x.shape[0], *shape, c_in)
+            y = _CONVS[form](maps, kernel, shape, k)
+            y = y if bias is None else y + bias
+            return jnp.swapaxes(y.reshape(x.shape[0], n_sites, -1), 1, 2)
+        y = _CONVS[form](x, kernel, shape, k)
+        return y if bias is None else y + bias
 
 
 def _gather_conv(x, kernel, shape, k):
@@ -260,13 +239,38 @@ def _lax_conv(x, kernel, shape, k):
     return lax.conv_general_dilated(x, kernel, (1,) * ndim, "VALID", dimension_numbers=numbers)
 
 
-def _channel_norm(norm: str, dtype, channel_major: bool = False):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _lax_patch_conv(x, kernel, shape, k):
+    """:func:`_lax_conv`, with the kernel derivative taken in the patch form."""
+    return _lax_conv(x, kernel, shape, k)
+
+
+@_lax_patch_conv.defjvp
+def _lax_patch_conv_jvp(shape, k, primals, tangents):
+    x, kernel = primals
+    dx, dkernel = tangents
+    batch, c_in = x.shape[0], x.shape[-1]
+    n_sites = int(np.prod(shape))
+    y = _lax_conv(x, kernel, shape, k)
+    patches = _periodic_patches(x.reshape(batch, n_sites, c_in), shape, k)  # (B, N, K, C_in)
+    dy = _lax_conv(dx, kernel, shape, k) + jnp.einsum(
+        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
+    ).reshape(y.shape)
+    return y, dy
+
+
+# channels-last implementations: (batch, *shape, c_in) -> (batch, *shape, c_out)
+_CONVS = {"dense": _dense_conv, "lax": _lax_conv, "lax_patch": _lax_patch_conv, "gather": _gather_conv}
+
+
+def _channel_norm(norm: str, dtype, channel_major: bool = False, name: str | None = None):
     """The normalization before an activation: a LayerNorm over the channels at each
     position (learned scale and bias) for ``"layer"``, the identity for ``"none"``.
     ``channel_major``: the channels are axis 1 (else the last axis)."""
     if norm == "layer":
         axis = 1 if channel_major else -1
-        return nn.LayerNorm(dtype=dtype, param_dtype=dtype, epsilon=1e-5, reduction_axes=axis, feature_axes=axis)
+        return nn.LayerNorm(dtype=dtype, param_dtype=dtype, epsilon=1e-5, reduction_axes=axis, feature_axes=axis,
+                            name=name)
     return lambda x: x
 
 
@@ -275,33 +279,26 @@ class ResidualBlock(nn.Module):
 
     ``norm="layer"``: a LayerNorm over the channels at each position (learned scale and
     bias); ``"none"``: no normalization. Either way the block is translation-equivariant.
-    ``x``: ``(batch, *shape, channels)``, or ``(batch, channels, n_sites)`` with
-    ``channel_major`` (see :class:`PeriodicConv`).
+    Call: ``x`` ``(batch, *shape, channels)``, or ``(batch, channels, n_sites)`` with
+    ``channel_major=True`` (see :class:`PeriodicConv`).
     """
 
     channels: int
     kernel_size: int
     lattice_shape: tuple[int, ...]
-    conv: str = "gather"
     dtype: Any = jnp.float64
     activation: Callable = nn.gelu
     norm: str = "none"
-    channel_major: bool = False
 
-    def setup(self):
+    @nn.compact
+    def __call__(self, x, channel_major: bool = False):
         dtype = real_dtype(self.dtype)
-        conv = dict(
-            features=self.channels, kernel_size=self.kernel_size, lattice_shape=tuple(self.lattice_shape),
-            conv=self.conv, dtype=dtype, channel_major=self.channel_major,
-        )
-        self.norm1 = _channel_norm(self.norm, dtype, self.channel_major)
-        self.conv1 = PeriodicConv(**conv)
-        self.norm2 = _channel_norm(self.norm, dtype, self.channel_major)
-        self.conv2 = PeriodicConv(**conv)
-
-    def __call__(self, x):
-        h = self.conv1(self.activation(self.norm1(x)))
-        h = self.conv2(self.activation(self.norm2(h)))
+        conv = dict(features=self.channels, kernel_size=self.kernel_size,
+                    lattice_shape=tuple(self.lattice_shape), dtype=dtype)
+        h = _channel_norm(self.norm, dtype, channel_major, name="norm1")(x)
+        h = PeriodicConv(**conv, name="conv1")(self.activation(h), channel_major)
+        h = _channel_norm(self.norm, dtype, channel_major, name="norm2")(h)
+        h = PeriodicConv(**conv, name="conv2")(self.activation(h), channel_major)
         return x + h
 
 
@@ -332,7 +329,6 @@ class ConvResNet(nn.Module):
       channels, depth, kernel_size: architecture (``depth`` may be 0).
       dtype: parameter and compute dtype, ``jnp.float32`` or ``jnp.float64`` (outputs
         complex64 / complex128).
-      conv: ``"gather"``, ``"lax"`` or ``"dense"`` (same parameters, same outputs).
       readout: ``"sum"`` or ``"origin"``.
       activation: elementwise nonlinearity (default GELU).
       norm: ``"none"`` (default) or ``"layer"``: a LayerNorm over the channels before
@@ -364,7 +360,6 @@ class ConvResNet(nn.Module):
     depth: int = 2
     kernel_size: int = 3
     dtype: Any = jnp.float64
-    conv: str = "gather"
     readout: str = "sum"
     activation: Callable = nn.gelu
     final_scale: float = 1e-2
@@ -378,7 +373,6 @@ class ConvResNet(nn.Module):
         if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
             raise ValueError(f"depth: expected a non-negative int, got {self.depth!r}")
         positive_int(self.kernel_size, "kernel_size")
-        _check_conv(self.conv)
         if self.readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, got {self.readout!r}")
         real_dtype(self.dtype)
@@ -395,13 +389,12 @@ class ConvResNet(nn.Module):
     def setup(self):
         dtype = real_dtype(self.dtype)
         shape = tuple(self.lattice_shape)
-        cm = self._channel_major
-        self.input_conv = PeriodicConv(self.channels, self.kernel_size, shape, self.conv, dtype=dtype, channel_major=cm)
+        self.input_conv = PeriodicConv(self.channels, self.kernel_size, shape, dtype=dtype)
         self.blocks = [
-            ResidualBlock(self.channels, self.kernel_size, shape, self.conv, dtype, self.activation, self.norm, cm)
+            ResidualBlock(self.channels, self.kernel_size, shape, dtype, self.activation, self.norm)
             for _ in range(self.depth)
         ]
-        self.final_norm = _channel_norm(self.norm, dtype, cm)
+        self.final_norm = _channel_norm(self.norm, dtype, self._channel_major)
         self.readout_dense = nn.Dense(
             2 if self.complex_output else 1,
             use_bias=False,
@@ -413,7 +406,7 @@ class ConvResNet(nn.Module):
     @property
     def _channel_major(self) -> bool:
         # the dense form runs on channel-major maps (see PeriodicConv); the others channels-last
-        return self.conv == "dense"
+        return tuning.conv_form(self.n_sites, self.channels, real_dtype(self.dtype)) == "dense"
 
     def _trunk(self, s):
         """Trunk maps in the internal layout: ``(batch, channels, n_sites)`` for the dense
@@ -424,9 +417,9 @@ class ConvResNet(nn.Module):
             x = x.reshape(s.shape[0], 1, self.n_sites)
         else:
             x = x.reshape(s.shape[0], *self.lattice_shape, 1)
-        x = self.input_conv(x)
+        x = self.input_conv(x, self._channel_major)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, self._channel_major)
         return x
 
     def _channels_last(self, x):

@@ -5,39 +5,51 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import tuning
 from .conv import ConvResNet
 from .rbm import RBM
 from .symmetrize import Symmetrized, group_table, merge_translation_images
 
 __all__ = [
-    "choose_conv",
     "count_params",
     "default_conv_architecture",
+    "derivative_form",
     "make_conv_nqs",
     "make_rbm_nqs",
     "conv_param_count",
     "real_part",
 ]
 
-# Largest n_sites * channels for which the dense (block-circulant) convolution is the
-# fastest form on CPUs (measured in benchmarks/model_forward.py and jacobian.py).
-DENSE_CONV_MAX_WIDTH = {"float32": 576, "float64": 1024}
-
 
 def real_part(log_psi):
-    """``(params, s) -> real(log_psi(params, s))``, ``(batch,)`` real.
-
-    For a network whose imaginary part is piecewise constant (a ``signed`` network:
-    0 or pi), the per-sample Jacobian of the real part is the whole Jacobian, at half
-    the cost of differentiating both parts and with a real (N x N, not 2N x 2N) MinSR
-    system. Pass it as ``VMC(..., jacobian_log_psi=real_part(model.apply))``.
-    """
+    """``(params, s) -> real(log_psi(params, s))``, ``(batch,)`` real: ``log |psi|``."""
 
     def log_abs_psi(params, s):
         return jnp.real(log_psi(params, s))
 
     log_abs_psi.__wrapped__ = log_psi  # the complex form, for introspection
     return log_abs_psi
+
+
+def has_real_log_derivatives(log_psi) -> bool:
+    """Whether d log psi / d theta is real for every configuration: ``log_psi`` is the
+    ``apply`` of a ``signed`` :class:`ConvResNet` (imaginary part 0 or pi, piecewise
+    constant), or of a :class:`Symmetrized` one with real characters."""
+    module = getattr(log_psi, "__self__", None)
+    if isinstance(module, Symmetrized):
+        chars = np.asarray(module.characters if module.characters is not None else 1.0)
+        return has_real_log_derivatives(module.base.apply) and not np.any(np.imag(chars))
+    return isinstance(module, ConvResNet) and module.signed
+
+
+def derivative_form(log_psi):
+    """The form of ``log_psi`` whose per-sample Jacobian the SR solve needs.
+
+    For a wavefunction with real log-derivatives (:func:`has_real_log_derivatives`: a
+    signed network) that is ``real_part(log_psi)``: the same derivatives, half the
+    work, and a real (N x N, not 2N x 2N) MinSR system. Otherwise ``log_psi`` itself.
+    """
+    return real_part(log_psi) if has_real_log_derivatives(log_psi) else log_psi
 
 
 def count_params(params) -> int:
@@ -69,24 +81,6 @@ def default_conv_architecture(lattice) -> dict:
         depth=2 if small else 4,
         kernel_size=3 if len(lattice.shape) > 1 else 5,
     )
-
-
-def choose_conv(n_sites: int, channels: int, dtype, gradient: bool = False) -> str:
-    """The fastest convolution form on CPUs for a network of this size.
-
-    ``"dense"`` while ``n_sites * channels`` is at most 576 (float32) or 1024 (float64):
-    its one matrix product per layer beats the other forms there, for forward passes
-    and for per-sample gradients. Above: ``"lax"`` for forward passes and float32
-    gradients, ``"gather"`` for float64 per-sample gradients (XLA:CPU's lax.conv weight
-    gradient is very slow in float64). Measured on x86-64 CPUs; any form gives the same
-    values, so this is only a speed choice.
-    """
-    name = jnp.dtype(dtype).name
-    if name not in DENSE_CONV_MAX_WIDTH:
-        raise ValueError(f"dtype: expected float32 or float64, got {name}")
-    if n_sites * channels <= DENSE_CONV_MAX_WIDTH[name]:
-        return "dense"
-    return "gather" if (gradient and name == "float64") else "lax"
 
 
 def _lattice_name(lattice) -> str:
@@ -129,9 +123,7 @@ def make_conv_nqs(
     depth: int | None = None,
     kernel_size: int | None = None,
     dtype=jnp.float64,
-    conv: str = "gather",
     readout: str | None = None,
-    merge_translations: bool = False,
     complex_output: bool = True,
     signed: bool = False,
     norm: str = "none",
@@ -146,20 +138,18 @@ def make_conv_nqs(
       channels, depth, kernel_size: architecture; None takes
         :func:`default_conv_architecture`.
       dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
-      conv: ``"gather"`` (default), ``"lax"`` or ``"dense"`` (see :func:`choose_conv`).
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"origin"``, or None: ``"sum"``
         unless the characters cancel on every class of translated elements (a
-        nonzero-momentum sector), then ``"origin"``.
-      merge_translations: with ``readout="sum"``, merge the group elements that differ by a
-        translation (:func:`merge_translation_images`): the same log psi (up to rounding)
-        from ``n_sites`` times fewer images when the group contains every translation.
+        nonzero-momentum sector), then ``"origin"``. With ``"sum"``, group elements that
+        differ by a translation give the same image, and the network is evaluated on one
+        image per coset (:func:`merge_translation_images`; same log psi up to rounding).
 
       complex_output: complex log-amplitudes (default); False: a positive wavefunction
         (real log psi) for sign-free ground states, only in a sector whose characters
         are all 1.
       signed: a real wavefunction with a learned sign (see :class:`ConvResNet`); its
-        derivatives are those of ``real(log psi)``, so the Jacobian can be taken of the
-        real part (:func:`real_part`).
+        derivatives are those of ``real(log psi)`` (the driver differentiates the real
+        part only: :func:`derivative_form`).
       norm: ``"none"`` (default) or ``"layer"`` (a LayerNorm over the channels before
         every activation; see :class:`ConvResNet`).
 
@@ -181,18 +171,16 @@ def make_conv_nqs(
                 ) from None
             readout = "origin"
     readout = readout or "sum"
-    if merge_translations and readout != "sum":
-        raise ValueError("merge_translations: needs readout='sum' (a translation-invariant psi_0)")
     if not complex_output and table is not None and not np.all(np.asarray(table[2]) == 1):
         raise ValueError(
             "complex_output: a real (positive) network needs a sector with all characters 1; "
             "use complex_output=True for this symmetry sector"
         )
-    base = ConvResNet(tuple(lattice.shape), dtype=dtype, conv=conv, readout=readout,
+    base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
                       complex_output=complex_output, signed=signed, norm=norm, **arch)
     if table is None:
         return base
-    if merge_translations:
+    if readout == "sum" and merged is not None and tuning.current().merge_translations:
         return Symmetrized(base, *merged)
     return Symmetrized(base, *table)
 

@@ -1,0 +1,287 @@
+"""A complete, fast VMC run from physics-level choices: the library's recipe.
+
+:class:`Recipe` holds what a physicist chooses (lattice, Hamiltonian, symmetry sector,
+network size, amplitude kind, samples, optimisation, precision); :func:`build` turns it
+into the model, the sampler with its rule and sweep, the driver and its first state.
+The ``quantax-lite train`` command is this recipe plus a run folder: its options are the
+fields below (``--lr-half-life`` is ``lr_half_life``) with the same defaults, by
+construction. How fast the run goes is decided inside the library
+(:mod:`quantax_lite.tuning`)::
+
+    import jax; jax.config.update("jax_enable_x64", True)
+    from quantax_lite import Recipe, build, run
+    r = build(Recipe(lattice="4x4", samples=1024))
+    state, log = run(r.vmc, r.state, 300)
+
+Energies are in spin-1/2 units (Heisenberg, J1-J2) or Pauli units (tfim).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, NamedTuple
+
+from ._validate import finite_number, positive_int
+from .lattice import Chain, Lattice, Square
+
+__all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE"]
+
+HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
+SYMMETRIES = ("none", "translations", "full")
+AMPLITUDES = ("auto", "positive", "signed", "complex")
+PRECISIONS = ("f32", "f64")
+NORMS = ("none", "layer")
+
+# Literature ground-state energies (spin-1/2 units, periodic) of lattices too large for
+# exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
+LITERATURE_ENERGY_PER_SITE = {
+    ("6x6", "heisenberg", 0.0): -0.678872,  # exact diagonalization
+    ("6x6", "j1j2", 0.5): -0.50381,  # exact diagonalization
+    ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
+}
+MAX_ED_SITES = 20
+
+
+def parse_lattice(text: str) -> Lattice:
+    """'4x4' / '6x4' -> :func:`Square`, 'chain:20' -> :func:`Chain` (periodic)."""
+    if isinstance(text, Lattice):
+        return text
+    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", str(text))
+    try:
+        if m:
+            return Square(int(m.group(1)), int(m.group(2)))
+        m = re.fullmatch(r"\s*chain\s*:\s*(\d+)\s*", str(text))
+        if m:
+            return Chain(int(m.group(1)))
+    except ValueError as err:
+        raise ValueError(f"lattice: {text!r}: {err}") from None
+    raise ValueError(f"lattice: cannot read {text!r}; expected e.g. '4x4', '6x4' or 'chain:20'.")
+
+
+def _choice(value, name, options):
+    if value not in options:
+        raise ValueError(f"{name}: expected one of {options}, got {value!r}.")
+
+
+def _field(default, kind, group, help, choices=None):
+    """A recipe field with its command-line form (type, group, help, choices)."""
+    return dataclasses.field(default=default, metadata=dict(type=kind, group=group, help=help, choices=choices))
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """The physics-level choices of a run, checked on construction (``ValueError`` or
+    ``TypeError`` naming the field). Each field's ``metadata["help"]`` says what it is;
+    ``quantax-lite train --help`` prints the same text."""
+
+    lattice: Any = _field("4x4", str, "system", "'LxL' or 'LxxLy' square lattice (e.g. 4x4, 6x4), or 'chain:L'; "
+                          "periodic (or a quantax_lite Lattice)")
+    hamiltonian: str = _field("heisenberg", str, "system", "heisenberg: H = J1 sum S.S; j1j2: adds J2 on "
+                              "next-nearest bonds; tfim: H = -sum sz sz - h sum sx (Pauli units)", HAMILTONIANS)
+    J2: float | None = _field(None, float, "system", "next-nearest coupling (j1j2 only; default 0.5)")
+    h: float | None = _field(None, float, "system", "transverse field (tfim only; default 1.0)")
+    marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2 on bipartite "
+                            "lattices)")
+    symmetry: str = _field("translations", str, "network", "projection group: full = translations x point "
+                           "group x spin inversion (more accurate, about 16x the cost of translations on a "
+                           "square lattice)", SYMMETRIES)
+    depth: int | None = _field(None, int, "network", "residual blocks (default by lattice size)")
+    channels: int | None = _field(None, int, "network", "conv channels (default by lattice size)")
+    kernel_size: int | None = _field(None, int, "network", "conv kernel size (default 3 in 2D, 5 in 1D)")
+    norm: str = _field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
+    amplitude: str = _field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
+                            "learned sign), complex (free phase); auto: positive where the basis makes the ground "
+                            "state positive (heisenberg with the Marshall sign, tfim), signed otherwise", AMPLITUDES)
+    precision: str = _field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
+    samples: int = _field(1024, int, "optimization", "samples per step")
+    chains: int | None = _field(None, int, "optimization", "Markov chains (default: one per sample, a multiple "
+                                "of the device count)")
+    sweep_size: int | None = _field(None, int, "optimization", "Metropolis proposals per chain between samples "
+                                    "(default: n_sites/2 exchanges of anti-aligned pairs for Sz-conserving "
+                                    "models, n_sites flips otherwise)")
+    chunk_size: int | None = _field(None, int, "optimization", "samples per device per chunk of local energies "
+                                    "and Jacobians, to bound memory (default: chosen by the library)")
+    lr: float = _field(0.02, float, "optimization", "initial learning rate")
+    lr_half_life: float = _field(100.0, float, "optimization", "steps over which the learning rate halves (down "
+                                 "to lr/10), independent of the run length (a resumed run continues it)")
+    diag_shift: float = _field(1e-4, float, "optimization", "absolute SR diagonal shift")
+    diag_scale: float = _field(0.0, float, "optimization", "relative SR diagonal shift (x mean diagonal of S)")
+    sr_momentum: float = _field(0.0, float, "optimization", "SPRING memory in [0, 1): each direction keeps this "
+                                "fraction of the last where the step's samples leave it undetermined; 0: MinSR")
+    eval_samples: int | None = _field(None, int, "optimization", "fresh samples of the final energy (default 32 "
+                                      "x samples, drawn in blocks of samples)")
+    seed: int = _field(0, int, "optimization", "PRNG seed of the parameters and chains")
+
+    def __post_init__(self):
+        _choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
+        _choice(self.symmetry, "symmetry", SYMMETRIES)
+        _choice(self.amplitude, "amplitude", AMPLITUDES)
+        _choice(self.precision, "precision", PRECISIONS)
+        _choice(self.norm, "norm", NORMS)
+        if self.hamiltonian != "j1j2" and self.J2 is not None:
+            raise ValueError(f"J2: applies to hamiltonian 'j1j2' only, not {self.hamiltonian!r}.")
+        if self.hamiltonian != "tfim" and self.h is not None:
+            raise ValueError(f"h: applies to hamiltonian 'tfim' only, not {self.hamiltonian!r}.")
+        for name in ("J2", "h"):
+            if getattr(self, name) is not None:
+                finite_number(getattr(self, name), name)
+        positive_int(self.samples, "samples")
+        positive_int(self.seed, "seed", minimum=0)
+        for name in ("chains", "sweep_size", "chunk_size", "eval_samples", "channels", "kernel_size"):
+            if getattr(self, name) is not None:
+                positive_int(getattr(self, name), name)
+        if self.depth is not None:
+            positive_int(self.depth, "depth", minimum=0)
+        finite_number(self.lr, "lr", above=0)
+        finite_number(self.lr_half_life, "lr_half_life", above=0)
+        finite_number(self.diag_shift, "diag_shift", minimum=0)
+        finite_number(self.diag_scale, "diag_scale", minimum=0)
+        if not (finite_number(self.sr_momentum, "sr_momentum") >= 0 and self.sr_momentum < 1):
+            raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
+        lattice = parse_lattice(self.lattice)
+        if self.hamiltonian != "tfim" and lattice.n_sites % 2:
+            raise ValueError(
+                f"lattice: {lattice.name} has {lattice.n_sites} sites; the {self.hamiltonian} model is "
+                "sampled in the Sz = 0 sector, which needs an even number of sites."
+            )
+        if self.chains is not None:
+            if self.samples % self.chains:
+                raise ValueError(f"samples: {self.samples} must be a multiple of chains ({self.chains}).")
+            if self.eval_samples is not None and self.eval_samples % self.chains:
+                raise ValueError(f"eval_samples: {self.eval_samples} must be a multiple of chains ({self.chains}).")
+        n_eval = self.n_eval_samples
+        if n_eval > self.samples and n_eval % self.samples:
+            raise ValueError(
+                f"eval_samples: {n_eval} must be a multiple of samples ({self.samples}): the final "
+                "estimate is drawn in blocks of one step's samples."
+            )
+
+    # -- the physics ---------------------------------------------------------------
+
+    @property
+    def n_eval_samples(self) -> int:
+        """Fresh samples of the final estimate."""
+        return 32 * self.samples if self.eval_samples is None else self.eval_samples
+
+    def system(self):
+        """``(lattice, hamiltonian, symmetry)``; symmetry None for 'none'."""
+        from . import symmetry as sym
+        from .operators import Heisenberg, TransverseFieldIsing
+
+        lattice = parse_lattice(self.lattice)
+        if self.hamiltonian == "tfim":
+            # for h < 0 the basis rotated by prod sz (same spectrum) makes the ground state positive
+            ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if self.h is None else self.h, sign_rule=True)
+        else:
+            j2 = (0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
+            ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=lattice.is_bipartite and self.marshall)
+        group = {"none": lambda: None, "translations": lambda: sym.translations(lattice),
+                 "full": lambda: sym.full_symmetry(lattice)}[self.symmetry]()
+        return lattice, ham, group
+
+    def amplitude_kind(self, hamiltonian) -> str:
+        """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
+        if self.amplitude != "auto":
+            return self.amplitude
+        if self.hamiltonian == "tfim":
+            # -h sx: non-positive off-diagonal elements (a positive ground state) for a field
+            # >= 0, which the sign-rule basis gives for any h
+            return "positive" if hamiltonian.field >= 0 else "signed"
+        if self.hamiltonian == "heisenberg" and hamiltonian.marshall_sign:
+            return "positive"
+        return "signed"  # a real Hamiltonian, a sector with characters 1: a real ground state
+
+    def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
+        """The exact energy: sparse diagonalization up to 20 sites, else a literature value
+        (:data:`LITERATURE_ENERGY_PER_SITE`), else None."""
+        if lattice is None or hamiltonian is None:
+            lattice, hamiltonian, _ = self.system()
+        key = (lattice.name, self.hamiltonian, float(getattr(hamiltonian, "J2", 0.0) or 0.0))
+        if key in LITERATURE_ENERGY_PER_SITE:
+            return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
+        if lattice.n_sites <= MAX_ED_SITES:
+            from .exact import ground_state_energy
+
+            return float(ground_state_energy(hamiltonian))
+        return None
+
+    def config(self) -> dict:
+        """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint."""
+        out = dataclasses.asdict(self)
+        out["lattice"] = parse_lattice(self.lattice).name
+        return out
+
+
+class Run(NamedTuple):
+    """What :func:`build` makes: the pieces of one run and its first state."""
+
+    recipe: Recipe
+    lattice: Lattice
+    hamiltonian: Any
+    symmetry: Any
+    model: Any
+    sampler: Any
+    vmc: Any
+    state: Any
+    n_params: int
+
+
+def default_chains(samples: int, n_devices: int) -> int:
+    """One chain per sample (each records one sample per step: independent samples),
+    rounded down to a multiple of the device count (at least one per device)."""
+    return max(n_devices, samples // n_devices * n_devices)
+
+
+def build(recipe: Recipe) -> Run:
+    """The model, sampler, driver and first state of ``recipe`` on every device.
+
+    Raises ``ValueError`` naming ``chains`` when the chains cannot be split over the
+    devices, ``RuntimeError`` when float64 (``jax_enable_x64``, needed by the SR solve)
+    is off.
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from .models import count_params, make_conv_nqs
+    from .preconditioners import spring, sr
+    from .sampler import Exchange, LocalFlip, MetropolisSampler
+    from .vmc import VMC
+
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}.")
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError("build: the SR solve runs in float64; call jax.config.update('jax_enable_x64', True) "
+                           "at start-up (the network may still run in float32).")
+    n_devices = jax.device_count()
+    chains = recipe.chains or default_chains(recipe.samples, n_devices)
+    if chains % n_devices:
+        raise ValueError(f"chains: {chains} must be a multiple of the device count {n_devices} "
+                         "(the chains are split over every device).")
+    for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
+        if n % chains:
+            raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
+    lattice, ham, group = recipe.system()
+    kind = recipe.amplitude_kind(ham)
+    dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
+    model = make_conv_nqs(
+        lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
+        dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
+    )
+    k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
+    params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
+    if ham.conserves_sz:
+        rule = Exchange(lattice.bonds(1), anti_aligned=True)
+        sweep = recipe.sweep_size or max(1, lattice.n_sites // 2)
+    else:
+        rule, sweep = LocalFlip(), recipe.sweep_size or lattice.n_sites
+    sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
+                                chunk_size=recipe.chunk_size)
+    schedule = optax.exponential_decay(recipe.lr, transition_steps=recipe.lr_half_life, decay_rate=0.5,
+                                       end_value=recipe.lr / 10)
+    preconditioner = sr(diag_shift=recipe.diag_shift, diag_scale=recipe.diag_scale)
+    if recipe.sr_momentum:
+        preconditioner = spring(preconditioner, recipe.sr_momentum)
+    vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
+              chunk_size=recipe.chunk_size)
+    return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
