@@ -13,13 +13,17 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from quantax_lite.hilbert import random_states
 from quantax_lite.lattice import Chain, Square
 from quantax_lite.sampler import (
+    ChainState,
     ExactSampler,
     Exchange,
     LocalFlip,
     MetropolisSampler,
     Mixture,
+    Sampler,
+    TransitionRule,
     acceptance_rate,
     per_chain,
 )
@@ -122,8 +126,9 @@ def test_chi_square_detects_wrong_distribution():
 class _NoHastings(Exchange):
     """The anti-aligned exchange without its Metropolis-Hastings ratio (biased)."""
 
-    def log_proposal_ratio(self, states, proposed):
-        return jnp.zeros(states.shape[:1], jnp.float32)
+    def propose(self, key, states):
+        proposed, _ = super().propose(key, states)
+        return proposed, jnp.zeros(states.shape[:1], jnp.float32)
 
 
 @pytest.mark.parametrize("rule_cls, should_pass", [(Exchange, True), (_NoHastings, False)])
@@ -141,7 +146,7 @@ def test_anti_aligned_exchange_needs_its_hastings_ratio(rule_cls, should_pass):
     assert (p_value > P_MIN) if should_pass else (p_value < 1e-6)
     # every proposal exchanges an anti-aligned pair: it always changes the state
     if should_pass:
-        proposed = rule.propose(jax.random.key(0), state.states)
+        proposed, _ = rule.propose(jax.random.key(0), state.states)
         assert np.all(np.any(np.asarray(proposed) != np.asarray(state.states), axis=1))
 
 
@@ -149,11 +154,13 @@ def test_anti_aligned_exchange_on_polarized_states():
     """Without an anti-aligned bond the proposal is the state itself (a null move)."""
     rule = Exchange(Chain(4).bonds(), anti_aligned=True)
     states = jnp.asarray([[1, 1, 1, 1], [-1, -1, -1, -1], [1, -1, 1, -1]], jnp.int8)
-    proposed = rule.propose(jax.random.key(1), states)
+    proposed, log_ratio = rule.propose(jax.random.key(1), states)
     np.testing.assert_array_equal(proposed[:2], states[:2])
-    assert np.all(np.asarray(rule.log_proposal_ratio(states, proposed))[:2] == 0)
+    assert log_ratio.shape == (3,) and log_ratio.dtype == jnp.float32
+    assert np.all(np.asarray(log_ratio)[:2] == 0)
     # the Neel state has 4 anti-aligned bonds; after one swap, 2
-    np.testing.assert_allclose(rule.log_proposal_ratio(states, proposed)[2], np.log(4 / 2), rtol=1e-6)
+    np.testing.assert_allclose(log_ratio[2], np.log(4 / 2), rtol=1e-6)
+    np.testing.assert_array_equal(log_ratio, rule.log_proposal_ratio(states, proposed))
     with pytest.raises(ValueError, match="symmetric"):
         Mixture([LocalFlip(), rule], [0.5, 0.5])
     with pytest.raises(TypeError, match="anti_aligned"):
@@ -287,10 +294,10 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="bonds"):
         Exchange(np.zeros((3, 3), int))
     with pytest.raises(ValueError, match="total_sz"):
-        MetropolisSampler(log_psi, Exchange(Chain(5).bonds()), 8, 5)  # Sz = 0 needs even N
+        MetropolisSampler(log_psi, Exchange(Chain(5).bonds()), 8, 5, total_sz=0)  # Sz = 0 needs even N
     with pytest.raises(ValueError, match="probs"):
         Mixture([LocalFlip()], [0.5, 0.5])
-    with pytest.raises(TypeError, match="rule"):
+    with pytest.raises(TypeError, match=r"^rule: expected a transition rule"):
         MetropolisSampler(log_psi, "flip", 8, 6)
     with pytest.raises(ValueError, match="max_states"):
         ExactSampler(log_psi, 30)
@@ -352,7 +359,7 @@ def test_exact_sampler_has_the_driver_attributes():
     with pytest.raises(ValueError, match="n_samples=10 must be a multiple of n_chains=4"):
         four.sample(st4, params, 10)
     np.testing.assert_array_equal(np.asarray(st4.states), np.asarray(s4).reshape(4, 6, 6)[:, -1])
-    with pytest.raises(ValueError, match="n_chains must be >= 1"):
+    with pytest.raises(ValueError, match=r"^n_chains: expected a positive int, got 0"):
         ExactSampler(log_psi, 6, n_chains=0)
     with pytest.raises(ValueError, match=r"^initial_states: chain 0 has total_sz=1, the sampler's sector is total_sz=0"):
         sampler.init(jax.random.key(0), params, initial_states=np.array([[1, 1, 1, 1, -1, -1]], np.int8))
@@ -360,3 +367,168 @@ def test_exact_sampler_has_the_driver_attributes():
     step = jax.jit(lambda st: sampler.sample(st, params, 16))
     _, _, st = step(sampler.init(jax.random.key(1), params))
     assert int(jnp.sum(st.n_proposed)) == 16
+
+
+# --------------------------------------------------------------------------- contracts
+
+
+def _driver_loop(sampler, params, n_steps=3, samples_per_chain=4):
+    """What a VMC driver does with a sampler, through the Sampler protocol only."""
+    assert isinstance(sampler, Sampler)
+    mesh = sampler.resolved_mesh()
+    assert mesh is not None
+    state = sampler.init(jax.random.key(0), params)
+    assert isinstance(state, ChainState)
+    n = sampler.n_chains * samples_per_chain
+    for _ in range(n_steps):
+        samples, lp, state = sampler.sample(state, params, n)
+        assert samples.shape == (n, sampler.n_sites) and samples.dtype == jnp.int8
+        assert set(np.unique(np.asarray(samples)).tolist()) <= {-1, 1}
+        assert lp.shape == (n,)
+        np.testing.assert_allclose(lp, sampler.log_psi(params, samples), rtol=1e-12)
+        assert isinstance(state, ChainState)
+        assert state.states.shape == (sampler.n_chains, sampler.n_sites)
+        for counts in (state.n_accepted, state.n_proposed):
+            assert counts.shape == (sampler.n_chains,) and counts.dtype == jnp.int32
+        # chain-major: the last sample of every chain is its current configuration
+        np.testing.assert_array_equal(per_chain(samples, sampler.n_chains)[:, -1], state.states)
+        assert 0.0 <= acceptance_rate(state) <= 1.0
+    return state
+
+
+@pytest.mark.parametrize("kind", ["metropolis", "exact"])
+def test_both_samplers_satisfy_the_sampler_protocol(kind):
+    n = 6
+    params = random_params(5, n)
+    if kind == "metropolis":
+        sampler = MetropolisSampler(log_psi, Exchange(Chain(n).bonds()), 8, n, n_thermalize=2)
+    else:
+        sampler = ExactSampler(log_psi, n, total_sz=0, n_chains=4)
+    _driver_loop(sampler, params)
+    # the public name and the old private one (kept for the driver until it switches)
+    assert sampler.resolved_mesh() == sampler._resolved_mesh()
+    assert type(sampler)._resolved_mesh is type(sampler).resolved_mesh
+    assert not isinstance(LocalFlip(), Sampler) and not isinstance(log_psi, Sampler)
+
+
+def test_metropolis_resolved_mesh_checks_the_chains():
+    sampler = MetropolisSampler(log_psi, LocalFlip(), 12, 6)
+    with pytest.raises(ValueError, match=r"^n_chains=12 must be a multiple of the device count 8"):
+        sampler.resolved_mesh()
+    one = make_mesh(jax.devices()[:4])
+    assert MetropolisSampler(log_psi, LocalFlip(), 12, 6, mesh=one).resolved_mesh() is one
+    # the exact sampler does not shard its draws by chain: any n_chains runs on the mesh
+    assert ExactSampler(log_psi, 6, n_chains=3).resolved_mesh().size == 8
+
+
+@pytest.mark.parametrize("rule_name", ["flip", "exchange", "anti_aligned", "mixture"])
+def test_rules_satisfy_the_rule_protocol(rule_name):
+    rule = make_rule(rule_name, Chain(6))
+    assert isinstance(rule, TransitionRule)
+    assert isinstance(rule.conserves_sz, bool) and isinstance(rule.symmetric, bool)
+    assert rule.symmetric == (rule_name != "anti_aligned")
+    assert rule.conserves_sz == (rule_name in ("exchange", "anti_aligned"))
+    hash(rule)  # a static jit argument
+    rule.check(6)
+    states = random_states(jax.random.key(2), 6, 16, 0 if rule.conserves_sz else None)
+    proposed, log_ratio = jax.jit(rule.propose)(jax.random.key(3), states)
+    assert proposed.shape == states.shape and proposed.dtype == jnp.int8
+    assert log_ratio.shape == (16,) and log_ratio.dtype == jnp.float32
+    if rule.symmetric:
+        assert np.all(np.asarray(log_ratio) == 0)
+    if rule.conserves_sz:
+        np.testing.assert_array_equal(np.sum(np.asarray(proposed), 1), np.sum(np.asarray(states), 1))
+
+
+class _Stay:
+    """A user rule written against the protocol only (no base class): the null move."""
+
+    conserves_sz = True
+    symmetric = True
+
+    def check(self, n_sites):
+        pass
+
+    def propose(self, key, states):
+        return states, jnp.zeros(states.shape[:1], jnp.float32)
+
+
+def test_rules_are_checked_against_the_protocol():
+    with pytest.raises(TypeError, match=r"^rule: expected a transition rule"):
+        MetropolisSampler(log_psi, Exchange(Chain(6).bonds()).propose, 8, 6)
+
+    class NoFlag:  # propose and check, but no symmetric flag
+        conserves_sz = False
+
+        def check(self, n_sites):
+            pass
+
+        def propose(self, key, states):
+            return states, jnp.zeros(states.shape[:1], jnp.float32)
+
+    with pytest.raises(TypeError, match=r"^rule: expected a transition rule"):
+        MetropolisSampler(log_psi, NoFlag(), 8, 6)
+    with pytest.raises(TypeError, match=r"^Mixture: rules\[1\] = 'flip' is not a transition rule"):
+        Mixture([LocalFlip(), "flip"], [0.5, 0.5])
+
+    class Unhashable(NoFlag):
+        symmetric = True
+        __hash__ = None
+
+    with pytest.raises(TypeError, match=r"^rule: must be hashable"):
+        MetropolisSampler(log_psi, Unhashable(), 8, 6)
+    # a rule that only follows the protocol runs: the null move keeps every chain in place
+    params = random_params(1, 6)
+    sampler = MetropolisSampler(log_psi, _Stay(), 8, 6, n_thermalize=1)
+    state = sampler.init(jax.random.key(0), params)
+    samples, _, state2 = sampler.sample(state, params, 16)
+    np.testing.assert_array_equal(state2.states, state.states)
+    assert int(jnp.sum(state2.n_accepted)) == 0 and int(jnp.sum(state2.n_proposed)) == 16 * 6
+    assert isinstance(Mixture([_Stay(), LocalFlip()], [0.5, 0.5]), TransitionRule)
+
+
+def test_total_sz_auto_everywhere():
+    """One default: 'auto' resolves from the rule (Metropolis) or to the whole space (exact)."""
+    even, odd = Chain(6).bonds(), Chain(5).bonds()
+    assert MetropolisSampler(log_psi, Exchange(even), 8, 6).total_sz == 0
+    assert MetropolisSampler(log_psi, Exchange(odd), 8, 5).total_sz == 0.5
+    assert MetropolisSampler(log_psi, Exchange(odd, anti_aligned=True), 8, 5, total_sz=-1.5).total_sz == -1.5
+    assert MetropolisSampler(log_psi, LocalFlip(), 8, 6).total_sz is None
+    assert MetropolisSampler(log_psi, make_rule("mixture", Chain(6)), 8, 6).total_sz is None
+    assert MetropolisSampler(log_psi, Exchange(even), 8, 6, total_sz=None).total_sz is None
+    # "auto" and the sector it resolves to are the same sampler (one compiled program)
+    assert MetropolisSampler(log_psi, Exchange(even), 8, 6) == MetropolisSampler(log_psi, Exchange(even), 8, 6, total_sz=0)
+    # odd chain, auto: every chain starts (and stays) in Sz = 1/2
+    sampler = MetropolisSampler(log_psi, Exchange(odd), 8, 5, n_thermalize=1)
+    params = random_params(2, 5)
+    samples, _, _ = sampler.sample(sampler.init(jax.random.key(1), params), params, 16)
+    assert np.all(np.asarray(samples).sum(axis=1) == 1)
+    # a sector for a rule that leaves it is an error, not silently ignored
+    with pytest.raises(ValueError, match=r"^total_sz: the rule LocalFlip\(\) changes Sz"):
+        MetropolisSampler(log_psi, LocalFlip(), 8, 6, total_sz=0)
+    with pytest.raises(ValueError, match=r"^total_sz: expected a number, None or 'auto', got 'zero'"):
+        MetropolisSampler(log_psi, Exchange(even), 8, 6, total_sz="zero")
+    # the exact sampler knows no Hamiltonian: "auto" is the whole space
+    assert ExactSampler(log_psi, 6).total_sz is None
+    assert ExactSampler(log_psi, 6).states().shape == (64, 6)
+    assert ExactSampler(log_psi, 5, total_sz=0.5).states().shape == (10, 5)
+    with pytest.raises(ValueError, match="total_sz"):
+        ExactSampler(log_psi, 5, total_sz=0)
+
+
+def test_positive_int_arguments_name_themselves():
+    for kwargs, name, err in [
+        (dict(n_chains=0), "n_chains", ValueError),
+        (dict(n_chains=8.0), "n_chains", TypeError),
+        (dict(n_sites=0), "n_sites", ValueError),
+        (dict(sweep_size=0), "sweep_size", ValueError),
+        (dict(chunk_size=True), "chunk_size", TypeError),
+    ]:
+        args = dict(log_psi=log_psi, rule=LocalFlip(), n_chains=8, n_sites=6) | kwargs
+        with pytest.raises(err, match=rf"^{name}: expected a positive int, got "):
+            MetropolisSampler(**args)
+    with pytest.raises(ValueError, match=r"^n_thermalize: expected an int >= 0, got -1"):
+        MetropolisSampler(log_psi, LocalFlip(), 8, 6, n_thermalize=-1)
+    sampler = ExactSampler(log_psi, 4)
+    with pytest.raises(ValueError, match=r"^n_samples: expected a positive int, got 0"):
+        sampler.sample(sampler.init(jax.random.key(0)), random_params(0, 4), 0)
