@@ -44,8 +44,9 @@ def resolve_total_sz(hamiltonian: SpinHamiltonian, total_sz):
     (the whole space). A number must be a sector that exists and that H conserves
     (ValueError naming ``total_sz``); ``None`` is the whole space.
     """
-    sector = _resolve_sector(total_sz, hamiltonian.n_sites, hamiltonian.conserves_sz)
-    if sector is not None and not hamiltonian.conserves_sz:
+    conserves = bool(hamiltonian.conserves_sz)
+    sector = _resolve_sector(total_sz, hamiltonian.n_sites, conserves)
+    if sector is not None and not conserves:
         raise ValueError(
             f"total_sz: {type(hamiltonian).__name__} does not conserve Sz; use total_sz=None"
         )
