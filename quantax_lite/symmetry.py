@@ -14,10 +14,12 @@ Sector convention. A state in the sector with characters ``chi`` is the projecti
     i.e.  log psi(g s) = log psi(s) - log chi[g],
 
 which holds because ``chi`` is a one-dimensional representation,
-``chi(g h) = chi(g) chi(h)``. Every :class:`Symmetry` is checked on construction: each row
-of ``perms`` is a permutation, ``flips`` are +-1, the identity is an element, no element
-is repeated, the set is closed under composition and ``characters`` is a 1-D
-representation. Violations raise ``ValueError``.
+``chi(g h) = chi(g) chi(h)``. Every :class:`Symmetry` is checked on construction: the
+arrays by :func:`group_table` (each row of ``perms`` is a permutation, ``flips`` are +-1,
+``characters`` finite; the one check of a table, also used by the models), then the
+group axioms: the identity is an element, no element is repeated, the set is closed
+under composition and ``characters`` is a 1-D representation. Violations raise
+``ValueError``.
 
 Momentum. ``translations(lattice, momentum=k)`` gives the translation ``T_r``
 (``(T_r s)[x] = s[x + r]``) the character ``chi(T_r) = exp(+i k.r)``, so a state of the
