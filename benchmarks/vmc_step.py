@@ -2,10 +2,10 @@
 
 W1: 4x4 Heisenberg (Marshall sign), Sz = 0, 1024 samples, conv net with 2 residual
 blocks of 8 channels and 3x3 kernels, projected on the translations only, float32
-network (float64 SR solve). Every row is built as ``quantax-lite train`` builds its
-run, with the command's defaults (convolution form, one chain per sample, sweeps of
-n_sites/2 anti-aligned exchanges, packed local energies in cache-sized chunks, BLAS
-threads limited to one). Rows: W1 with a positive (real log psi) network, W1 with a
+network (float64 SR solve). Every row is built by the library's recipe
+(``quantax_lite.build(Recipe(...))``, as ``quantax-lite train`` builds its run: the
+library's convolution form, one chain per sample, sweeps of n_sites/2 anti-aligned
+exchanges, packed local energies in cache-sized chunks, BLAS threads limited to one). Rows: W1 with a positive (real log psi) network, W1 with a
 complex one, the full group (translations x C4v x spin inversion), W1 in float64, and W1
 with a signed network (real psi with a learned sign, as J1-J2 runs use; real Jacobian).
 Each row reports the fused step (one compiled program: sample -> local energies ->
@@ -29,9 +29,9 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 
-from quantax_lite.cli import build_parser, build_system, build_vmc, default_chains  # noqa: E402
+from quantax_lite import Recipe, build, tuning  # noqa: E402
 from quantax_lite.jacobian import make_jacobian  # noqa: E402
-from quantax_lite.sr import sr_direction  # noqa: E402
+from quantax_lite.models import derivative_form  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 
@@ -46,17 +46,13 @@ def timed(fn, repeats):
     return statistics.median(times), min(times)
 
 
-def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
-    """One W1 row, built exactly as ``quantax-lite train`` builds its run (defaults of
-    the command: conv form, chains, sweep, local-energy chunks), with ``extra`` options."""
-    argv = ["train", "--lattice", "4x4", "--symmetry", group_name, "--samples", str(n_samples),
-            "--precision", precision, "--amplitude", amplitude, "--channels", "8", "--depth", "2",
-            "--kernel-size", "3", *extra]
-    args = build_parser().parse_args(argv)
-    args.chains = args.chains or default_chains(args.samples, jax.device_count())
-    lattice, ham, group = build_system(args)
-    vmc, state, n_params = build_vmc(args, lattice, ham, group)
-    state, _ = vmc.step(state)  # compile, thermalize
+def measure(group_name, n_samples, precision, amplitude, repeats):
+    """One W1 row, built by the library's recipe (as ``quantax-lite train`` builds its run)."""
+    recipe = Recipe(lattice="4x4", symmetry=group_name, samples=n_samples, precision=precision,
+                    amplitude=amplitude, channels=8, depth=2, kernel_size=3)
+    r = build(recipe)
+    vmc, group, n_params = r.vmc, r.symmetry, r.n_params
+    state, _ = vmc.step(r.state)  # compile, thermalize
     holder = {"state": state}
 
     def one_step():
@@ -68,11 +64,11 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
     p = state.params
     sample = jax.jit(lambda st, p: vmc.sampler.sample(st, p, n_samples))
     samples, lp, _ = sample(state.sampler, p)
-    eloc = jax.jit(vmc._local_energy)
-    jac = make_jacobian(vmc.jacobian_log_psi or vmc.log_psi, chunk_size=vmc.chunk_size)
+    eloc = jax.jit(vmc.local_energies)
+    jac = make_jacobian(derivative_form(vmc.log_psi), chunk_size=vmc.chunk_size)
     e = eloc(p, samples, lp)
     O = jac(p, samples)
-    solve = jax.jit(lambda O, e: sr_direction(O, e, diag_shift=vmc.diag_shift, gram_precision=vmc.gram_precision))
+    solve = jax.jit(lambda O, e: vmc.preconditioner.update(O, e, state.preconditioner, step=state.iteration)[0])
     parts = {
         "sampling": timed(lambda: sample(state.sampler, p)[0], repeats)[0],
         "local_energy": timed(lambda: eloc(p, samples, lp), repeats)[0],
@@ -80,12 +76,10 @@ def measure(group_name, n_samples, precision, amplitude, repeats, extra=()):
         "solve": timed(lambda: solve(O, e), repeats)[0],
     }
     model = vmc.log_psi.__self__
-    jac_fn = vmc.jacobian_log_psi or vmc.log_psi
     return {
         "group": group_name, "n_elements": group.n_elements, "n_images": model.n_elements,
         "n_params": n_params, "precision": precision, "output": amplitude,
-        "conv_forward": model.base.conv,
-        "conv_jacobian": (jac_fn if hasattr(jac_fn, "__self__") else jac_fn.__wrapped__).__self__.base.conv,
+        "conv_form": tuning.conv_form(16, 8, r.model.base.dtype),
         "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": vmc.sampler.n_chains,
         "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
         + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),

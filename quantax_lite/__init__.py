@@ -13,7 +13,9 @@ The public API, by topic (each lives in a small module of its own):
   :class:`RBM`, :func:`count_params`
 - sampling and statistics: :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
   :class:`Exchange`, :class:`Mixture`, :func:`statistics`
-- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`
+- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, the
+  preconditioners :func:`sr`, :func:`spring`, :func:`gradient` (:class:`Preconditioner`)
+- the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices)
 - the driver: :class:`VMC`, :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
   :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
   :func:`lock_run_folder`
@@ -25,6 +27,8 @@ from .lattice import Chain, Lattice, Square
 from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
 from .operators import Heisenberg, TransverseFieldIsing, local_energy, make_local_energy
 from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, per_chain
+from .preconditioners import Preconditioner, gradient, spring, sr
+from .recipes import Recipe, build
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
@@ -47,6 +51,7 @@ __all__ = [
     "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture", "per_chain",
     "Stats", "statistics",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
+    "Preconditioner", "sr", "spring", "gradient", "Recipe", "build",
     "VMC", "VMCState", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
     "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
 ]

@@ -144,11 +144,6 @@ class Recipe:
                 f"lattice: {lattice.name} has {lattice.n_sites} sites; the {self.hamiltonian} model is "
                 "sampled in the Sz = 0 sector, which needs an even number of sites."
             )
-        if self.chains is not None:
-            if self.samples % self.chains:
-                raise ValueError(f"samples: {self.samples} must be a multiple of chains ({self.chains}).")
-            if self.eval_samples is not None and self.eval_samples % self.chains:
-                raise ValueError(f"eval_samples: {self.eval_samples} must be a multiple of chains ({self.chains}).")
         n_eval = self.n_eval_samples
         if n_eval > self.samples and n_eval % self.samples:
             raise ValueError(

@@ -58,10 +58,10 @@ def test_short_training_reaches_exact_energy(tmp_path, capsys):
 def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
     """J1-J2 picks the signed network (a real Jacobian) and runs with SPRING; the 8-site
     chain at J2 = 0.5 (exact -3.0, the Majumdar-Ghosh point) is reached within 1e-2."""
-    from quantax_lite.cli import amplitude_kind, build_parser, build_system
+    from quantax_lite import Recipe
 
-    args = build_parser().parse_args(["train", "--hamiltonian", "j1j2"])
-    assert amplitude_kind(args, build_system(args)[1]) == "signed"
+    recipe = Recipe(hamiltonian="j1j2")
+    assert recipe.amplitude_kind(recipe.system()[1]) == "signed"
     out = str(tmp_path / "j1j2")
     assert main(SMALL + ["--hamiltonian", "j1j2", "--J2", "0.5", "--iters", "40", "--lr", "0.05",
                          "--sr-momentum", "0.9", "--diag-shift", "1e-3", "--out", out,
@@ -123,14 +123,14 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
     meta = json.loads(bytes(arrays["metadata"]).decode())
-    del meta["config"]["norm"], meta["config"]["gram_precision"]
+    del meta["config"]["norm"]
+    meta["config"]["gram_precision"] = "float64"  # an option of older runs: a speed choice, not compared
     arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(path, **arrays)
     assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
     assert "--norm none (was layer)" in capsys.readouterr().err
     # a shape-changing option is named too (not a traceback about array shapes)
-    assert main(base + ["--iters", "2", "--out", out, "--resume", "--channels", "8", "--norm", "layer",
-                        "--gram-precision", "float64"]) == 2
+    assert main(base + ["--iters", "2", "--out", out, "--resume", "--channels", "8", "--norm", "layer"]) == 2
     err = capsys.readouterr().err
     assert "--channels 8 (was 4)" in err and "Traceback" not in err
 
@@ -142,7 +142,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
         (["--hamiltonian", "tfim", "--J2", "0.5"], "--J2"),
         (["--hamiltonian", "heisenberg", "--h", "1.0"], "--h"),
         (["--chains", "12"], "multiple of the device count"),
-        (["--samples", "100", "--chains", "16"], "multiple of --chains"),
+        (["--samples", "100", "--chains", "16"], "--samples: 100 must be a multiple of chains"),
         (["--iters", "0"], "--iters"),
         (["--lr", "-1"], "--lr"),
         (["--sr-momentum", "1.0"], "--sr-momentum"),
@@ -269,7 +269,7 @@ def test_tfim_with_a_negative_field_is_trained_in_a_sign_free_basis(tmp_path):
     of both signs (exact diagonalization), which a positive network cannot represent. The
     command uses the basis rotated by prod sz (same spectrum, positive ground state), and
     a short run reaches the exact energy."""
-    from quantax_lite.cli import amplitude_kind, build_parser, build_system
+    from quantax_lite import Recipe
     from quantax_lite.exact import ground_state
     from quantax_lite.lattice import Chain
     from quantax_lite.operators import TransverseFieldIsing
@@ -280,13 +280,13 @@ def test_tfim_with_a_negative_field_is_trained_in_a_sign_free_basis(tmp_path):
         return bool(np.all(psi > 0) or np.all(psi < 0))
 
     for h in (1.0, -1.0, -0.3):
-        args = build_parser().parse_args(["train", "--hamiltonian", "tfim", "--lattice", "chain:6", f"--h={h}"])
-        _, ham, _ = build_system(args)
-        assert amplitude_kind(args, ham) == "positive" and single_signed(ham)
+        recipe = Recipe(hamiltonian="tfim", lattice="chain:6", h=h)
+        _, ham, _ = recipe.system()
+        assert recipe.amplitude_kind(ham) == "positive" and single_signed(ham)
         plain = TransverseFieldIsing(Chain(6), h=h)
         assert single_signed(plain) == (h > 0)
         assert ground_state(ham)[0] == pytest.approx(ground_state(plain)[0], abs=1e-10)
-        assert amplitude_kind(args, plain) == ("positive" if h > 0 else "signed")
+        assert recipe.amplitude_kind(plain) == ("positive" if h > 0 else "signed")
     out = str(tmp_path / "tfim")
     assert main(SMALL + ["--hamiltonian", "tfim", "--h=-1", "--iters", "60", "--lr", "0.05", "--out", out,
                          "--eval-samples", "2048"]) == 0
@@ -301,8 +301,14 @@ def test_help_lists_the_options(capsys):
     for opt in ("--lattice", "--hamiltonian", "--J2", "--h", "--depth", "--channels", "--kernel-size",
                 "--symmetry", "--samples", "--chains", "--chunk-size", "--iters", "--lr", "--diag-shift",
                 "--seed", "--precision", "--out", "--resume", "--checkpoint-every", "--coordinator",
-                "--num-processes", "--process-id", "--norm", "--gram-precision", "--sr-momentum", "--amplitude"):
+                "--num-processes", "--process-id", "--norm", "--sr-momentum", "--amplitude", "--no-marshall",
+                "--lr-half-life", "--restart", "--keep-checkpoints", "--init-timeout"):
         assert opt in text
+    # speed choices are the library's own: no option for them
+    for gone in ("--conv ", "--gram-precision"):
+        assert gone not in text
+    # one default per option, none for an option whose text states it
+    assert "(default: None)" not in text and text.count("(default: 1024)") == 1
 
 
 def _free_port():

@@ -405,9 +405,6 @@ def test_both_samplers_satisfy_the_sampler_protocol(kind):
     else:
         sampler = ExactSampler(log_psi, n, total_sz=0, n_chains=4)
     _driver_loop(sampler, params)
-    # the public name and the old private one (kept for the driver until it switches)
-    assert sampler.resolved_mesh() == sampler._resolved_mesh()
-    assert type(sampler)._resolved_mesh is type(sampler).resolved_mesh
     assert not isinstance(LocalFlip(), Sampler) and not isinstance(log_psi, Sampler)
 
 

@@ -13,7 +13,8 @@ from quantax_lite.exact import ground_state_energy
 from quantax_lite.lattice import Chain
 from quantax_lite.models import make_conv_nqs
 from quantax_lite.operators import Heisenberg
-from quantax_lite.sampler import Exchange, MetropolisSampler
+from quantax_lite.preconditioners import spring, sr
+from quantax_lite.sampler import ExactSampler, Exchange, MetropolisSampler
 from quantax_lite.symmetry import full_symmetry
 import quantax_lite.vmc as vmc_module
 from quantax_lite.vmc import (
@@ -27,12 +28,13 @@ def _driver(n_samples, sr_momentum):
     """One driver per setting, shared by the tests (its step compiles once per process)."""
     lattice = Chain(6)
     ham = Heisenberg(lattice, marshall_sign=True)
-    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
-                          merge_translations=True)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3)
     sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1)), n_chains=16, n_sites=6,
                                 n_thermalize=5)
-    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=n_samples, diag_shift=1e-3,
-              sr_momentum=sr_momentum)
+    preconditioner = sr(diag_shift=1e-3)
+    if sr_momentum:
+        preconditioner = spring(preconditioner, sr_momentum)
+    vmc = VMC(ham, sampler, optax.sgd(0.05), n_samples, preconditioner=preconditioner)
     return vmc, model, ham
 
 
@@ -108,23 +110,27 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sr_momentum):
 
 
 def test_spring_keeps_the_last_direction():
-    """With sr_momentum the state carries the last SR direction: with optax.sgd(lr) every
+    """With spring the state carries the last SR direction: with optax.sgd(lr) every
     step moves the parameters by exactly -lr times it; without, there is no memory."""
     from jax.flatten_util import ravel_pytree
 
-    assert _setup()[1].sr_memory is None
+    def memory(state):
+        (leaf,) = jax.tree_util.tree_leaves(state.preconditioner)
+        return leaf
+
+    assert jax.tree_util.tree_leaves(_setup()[1].preconditioner) == []
     vmc, state, _ = _setup(sr_momentum=0.9)
-    assert np.all(np.asarray(state.sr_memory) == 0) and state.sr_memory.dtype == jnp.float64
+    assert np.all(np.asarray(memory(state)) == 0) and memory(state).dtype == jnp.float64
     directions = []
     for _ in range(3):
         new, _ = vmc.step(state)
         before, after = ravel_pytree(state.params)[0], ravel_pytree(new.params)[0]
-        np.testing.assert_allclose(np.asarray(after - before), -0.05 * np.asarray(new.sr_memory),
+        np.testing.assert_allclose(np.asarray(after - before), -0.05 * np.asarray(memory(new)),
                                    rtol=1e-5, atol=1e-6)
-        directions.append(np.asarray(new.sr_memory))
+        directions.append(np.asarray(memory(new)))
         state = new
     assert not np.allclose(directions[1], directions[2])
-    with pytest.raises(ValueError, match="sr_momentum"):
+    with pytest.raises(ValueError, match="momentum"):
         _setup(sr_momentum=1.0)
 
 
@@ -140,14 +146,13 @@ def test_one_sample_per_chain_and_local_energy_chunks():
     unless chunk_size is given."""
     lattice = Chain(6)
     ham = Heisenberg(lattice, marshall_sign=True)
-    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
-                          merge_translations=True, conv="dense")
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3)
     params = model.init(jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int8))
     sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1), anti_aligned=True), n_chains=64,
                                 n_sites=6, sweep_size=3, n_thermalize=5)
-    vmc = VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=64, diag_shift=1e-3)
+    vmc = VMC(ham, sampler, optax.sgd(0.05), 64, preconditioner=sr(diag_shift=1e-3))
     assert vmc.local_energy_chunk_size == 8192 // ham.max_conn
-    assert VMC(ham, model.apply, sampler, optax.sgd(0.05), n_samples=64, chunk_size=5).local_energy_chunk_size == 5
+    assert VMC(ham, sampler, optax.sgd(0.05), 64, chunk_size=5).local_energy_chunk_size == 5
     state, records = run(vmc, vmc.init(jax.random.PRNGKey(1), params), 3, progress=False)
     assert [r["r_hat"] for r in records] == [None] * 3
     assert all(np.isfinite(r["energy"]) and 0 < r["acceptance"] <= 1 for r in records)
@@ -157,7 +162,11 @@ def test_one_sample_per_chain_and_local_energy_chunks():
 def test_bad_configuration_errors():
     vmc, _, ham = _setup()
     with pytest.raises(ValueError, match="multiple of the number of chains"):
-        VMC(ham, vmc.log_psi, vmc.sampler, vmc.optimizer, n_samples=20)
+        VMC(ham, vmc.sampler, vmc.optimizer, 20)
+    with pytest.raises(TypeError, match="sampler"):
+        VMC(ham, vmc.log_psi, vmc.optimizer, 64)
+    with pytest.raises(TypeError, match="preconditioner"):
+        VMC(ham, vmc.sampler, vmc.optimizer, 64, preconditioner=optax.sgd(0.1))
 
 
 # --------------------------------------------------------------------------- #
@@ -190,8 +199,8 @@ def test_a_diverging_run_stops_and_keeps_its_good_checkpoints(tmp_path):
     naming the step and the quantity, the log holds the two good steps as strict JSON,
     and the newest checkpoint is the finite state after step 2."""
     vmc, state, _ = _setup()
-    vmc = VMC(vmc.hamiltonian, vmc.log_psi, vmc.sampler, _poisoned_sgd(0.05, from_step=3),
-              n_samples=vmc.n_samples, diag_shift=vmc.diag_shift)
+    vmc = VMC(vmc.hamiltonian, vmc.sampler, _poisoned_sgd(0.05, from_step=3), vmc.n_samples,
+              preconditioner=vmc.preconditioner)
     state = vmc.init(jax.random.PRNGKey(1), state.params)
     out = tmp_path / "run"
     with pytest.raises(Diverged, match="step 3: the parameters became non-finite") as info:
@@ -261,7 +270,7 @@ def test_the_driver_runs_on_the_samplers_mesh():
     mesh4 = make_mesh(jax.devices()[:4])
     sampler = MetropolisSampler(vmc.log_psi, Exchange(Chain(6).bonds(1)), n_chains=16, n_sites=6,
                                 n_thermalize=5, mesh=mesh4)
-    vmc4 = VMC(ham, vmc.log_psi, sampler, optax.sgd(0.05), n_samples=64, diag_shift=1e-3)
+    vmc4 = VMC(ham, sampler, optax.sgd(0.05), 64, preconditioner=sr(diag_shift=1e-3))
     state4 = vmc4.init(jax.random.PRNGKey(1), state.params)
     new, metrics = vmc4.step(state4)
     assert np.isfinite(float(metrics["energy"].real))
@@ -269,19 +278,23 @@ def test_the_driver_runs_on_the_samplers_mesh():
     for leaf in jax.tree_util.tree_leaves(new.params):
         assert leaf.sharding.device_set == devices
     with pytest.raises(ValueError, match="mesh"):
-        VMC(ham, vmc.log_psi, sampler, optax.sgd(0.05), n_samples=64, mesh=make_mesh())
+        VMC(ham, sampler, optax.sgd(0.05), 64, mesh=make_mesh())
 
 
-def test_driver_and_sampler_must_share_the_wavefunction():
-    vmc, state, ham = _setup()
-    other = make_conv_nqs(Chain(6), full_symmetry(Chain(6)), channels=4, depth=1, kernel_size=3,
-                          merge_translations=True)
-    shifted = lambda p, s: other.apply(p, s) + 0.3 * s[..., 0]  # noqa: E731
-    bad = VMC(ham, shifted, vmc.sampler, optax.sgd(0.05), n_samples=64)
-    with pytest.raises(ValueError, match="log_psi"):
-        bad.init(jax.random.PRNGKey(1), state.params)
-    # the same wavefunction in another form is accepted
-    same = VMC(ham, lambda p, s: other.apply(p, s), vmc.sampler, optax.sgd(0.05), n_samples=64)
-    same.init(jax.random.PRNGKey(1), state.params)
+def test_the_driver_trains_with_exact_sampling():
+    """The exact sampler meets the Sampler contract: the driver trains with it (6-site
+    chain, every configuration of Sz = 0 enumerated) to the exact energy."""
+    lattice = Chain(6)
+    ham = Heisenberg(lattice, marshall_sign=True)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3,
+                          complex_output=False)
+    sampler = ExactSampler(model.apply, 6, total_sz=0, n_chains=8)
+    vmc = VMC(ham, sampler, optax.sgd(0.05), 512, preconditioner=sr(diag_shift=1e-3))
+    state = vmc.init(jax.random.PRNGKey(1), model.init(jax.random.PRNGKey(0), jnp.ones((1, 6), jnp.int8)))
+    state, records = run(vmc, state, 40, progress=False)
+    stats, _ = energy_estimate(vmc, state, 4096)
+    exact = ground_state_energy(ham)
+    assert records[0]["energy"] > exact + 0.1
+    assert abs(float(stats.mean.real) - exact) < max(5 * float(stats.error_of_mean), 2e-3 * abs(exact))
     with pytest.raises(ValueError, match="diag_shift"):
-        VMC(ham, vmc.log_psi, vmc.sampler, optax.sgd(0.05), n_samples=64, diag_shift=float("inf"))
+        sr(diag_shift=float("inf"))

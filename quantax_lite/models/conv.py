@@ -39,6 +39,7 @@ import numpy as np
 from jax import lax
 
 from .. import tuning
+from ..lattice import periodic_site_index, site_coords
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
 
 __all__ = [
@@ -72,9 +73,7 @@ def periodic_neighbour_table(shape, kernel_size: int) -> np.ndarray:
     """
     shape = lattice_shape(shape, "shape")
     offsets = kernel_offsets(kernel_size, len(shape))
-    coords = np.indices(shape).reshape(len(shape), -1).T
-    neighbours = np.mod(coords[:, None, :] + offsets[None, :, :], np.asarray(shape))
-    return np.ravel_multi_index(tuple(np.moveaxis(neighbours, -1, 0)), shape).astype(np.int32)
+    return periodic_site_index(site_coords(shape)[:, None, :] + offsets[None], shape).astype(np.int32)
 
 
 class PeriodicConv(nn.Module):
@@ -370,8 +369,7 @@ class ConvResNet(nn.Module):
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
         positive_int(self.channels, "channels")
-        if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
-            raise ValueError(f"depth: expected a non-negative int, got {self.depth!r}")
+        positive_int(self.depth, "depth", minimum=0)
         positive_int(self.kernel_size, "kernel_size")
         if self.readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, got {self.readout!r}")

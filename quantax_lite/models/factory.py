@@ -95,10 +95,17 @@ def _symmetry_table(lattice, symmetry):
     another lattice with the same number of sites (e.g. a 2x8 or a chain of 16 sites for
     4x4) raises ValueError. A hand-made table (no lattice) is checked by size only.
     """
-    for attr in ("perms", "flips", "characters"):
-        if not hasattr(symmetry, attr):
-            raise TypeError(f"symmetry: expected a Symmetry (with perms, flips, characters) or None, got {symmetry!r}")
-    table = group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
+    from ..symmetry import Symmetry
+
+    if isinstance(symmetry, Symmetry):  # checked when it was built: only its size and lattice here
+        if symmetry.n_sites != lattice.n_sites:
+            raise ValueError(f"symmetry: acts on {symmetry.n_sites} sites, the lattice has {lattice.n_sites}")
+        table = (np.asarray(symmetry.perms), np.asarray(symmetry.flips), np.asarray(symmetry.characters))
+    else:
+        for attr in ("perms", "flips", "characters"):
+            if not hasattr(symmetry, attr):
+                raise TypeError(f"symmetry: expected a Symmetry (with perms, flips, characters) or None, got {symmetry!r}")
+        table = group_table(symmetry.perms, symmetry.flips, symmetry.characters, lattice.n_sites)
     built_for = getattr(symmetry, "lattice", None)
     if built_for is not None and built_for != lattice:
         raise ValueError(

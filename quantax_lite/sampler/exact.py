@@ -86,7 +86,6 @@ class ExactSampler:
         """The mesh log_psi is evaluated on: ``mesh``, or ``make_mesh()`` when it is None."""
         return make_mesh() if self.mesh is None else self.mesh
 
-    _resolved_mesh = resolved_mesh  # old private name, kept until the driver switches
 
     def states(self) -> jax.Array:
         """Every configuration of the sector, int8 (n_states, n_sites)."""

@@ -193,7 +193,6 @@ class MetropolisSampler:
             )
         return mesh
 
-    _resolved_mesh = resolved_mesh  # old private name, kept until the driver switches
 
     # -- internals ----------------------------------------------------------------
 
