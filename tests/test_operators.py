@@ -1,4 +1,5 @@
 """Hamiltonians and local energies, checked against dense matrices built from Kronecker products."""
+import dataclasses
 import functools
 
 import jax
@@ -7,11 +8,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from quantax_lite.exact import exact_expectation, exact_probabilities, symmetry_matrix
+from quantax_lite import operators, tuning
+from quantax_lite.exact import exact_expectation, exact_probabilities, ground_state_energy, symmetry_matrix
 from quantax_lite.hilbert import all_states, states_to_codes
 from quantax_lite.lattice import Chain, Square
 from quantax_lite.operators import (
+    BondHamiltonian,
+    BondTerms,
     Heisenberg,
+    SpinHamiltonian,
     TransverseFieldIsing,
     local_energy,
     make_local_energy,
@@ -35,7 +40,7 @@ def local_op(ops, n):
 
 
 @functools.lru_cache(maxsize=None)
-def dense_heisenberg(lattice, J1, J2, delta, marshall):
+def dense_heisenberg(lattice, J1, J2, delta, marshall, hz=0.0):
     n = lattice.n_sites
     H = np.zeros((2**n, 2**n), dtype=complex)
     for order, J in ((1, J1), (2, J2)):
@@ -43,6 +48,8 @@ def dense_heisenberg(lattice, J1, J2, delta, marshall):
             # spin-1/2 units: S = sigma / 2
             for op, c in ((SX, 1.0), (SY, 1.0), (SZ, delta)):
                 H += (J * c / 4) * local_op({i: op, j: op}, n)
+    for i in range(n):
+        H -= (hz / 2) * local_op({i: SZ}, n)  # -hz S^z_i
     if marshall:
         u = np.diag(local_op({i: SZ for i in np.nonzero(lattice.sublattice)[0]}, n)).real
         H = u[:, None] * H * u[None, :]
@@ -66,6 +73,10 @@ CASES = {
                     lambda: dense_heisenberg(Chain(6), 1.0, 0.4, 0.7, True)),
     "heis-3x3": (lambda: Heisenberg(Square(3), J1=0.9, J2=0.5),
                  lambda: dense_heisenberg(Square(3), 0.9, 0.5, 1.0, False)),
+    "heis-chain6-hz": (lambda: Heisenberg(Chain(6), J1=1.0, J2=0.3, delta=0.8, marshall_sign=True, hz=0.7),
+                       lambda: dense_heisenberg(Chain(6), 1.0, 0.3, 0.8, True, 0.7)),
+    "heis-3x2-hz": (lambda: Heisenberg(Square(3, 2), J1=1.0, J2=0.0, hz=-1.3),
+                    lambda: dense_heisenberg(Square(3, 2), 1.0, 0.0, 1.0, False, -1.3)),
     "ising-chain6": (lambda: TransverseFieldIsing(Chain(6), J=1.0, h=0.8),
                      lambda: dense_ising(Chain(6), 1.0, 0.8)),
     "ising-3x3": (lambda: TransverseFieldIsing(Square(3), J=0.7, h=1.3),
@@ -151,11 +162,6 @@ def test_max_conn():
     assert hash(Heisenberg(Square(4), J2=0.5)) == hash(Heisenberg(Square(4), J2=0.5))
 
 
-@pytest.mark.parametrize(
-    "lattice, J2",
-    [(Square(4), 0.5), (Square(4), 0.0), (Square(2, 4), 0.3)],
-    ids=["4x4-J1J2", "4x4-marshall-J1", "2x4-J1J2"],
-)
 def image_indices(sym, states):
     """(G, n): basis row of g s for every element g and basis state s."""
     codes = states_to_codes(states)
@@ -205,7 +211,7 @@ def test_ising_commutes_with_its_symmetries(rng):
     assert commutator_norms(ham.to_sparse(states), sym, states, rng).max() < 1e-12
 
 
-@pytest.mark.parametrize("name", ["heis-chain6", "heis-3x3", "ising-3x3"])
+@pytest.mark.parametrize("name", ["heis-chain6", "heis-3x3", "heis-3x2-hz", "ising-3x3"])
 def test_local_energy_matches_dense(name):
     make_h, make_dense = CASES[name]
     ham, dense = make_h(), make_dense()
@@ -243,12 +249,13 @@ def test_local_energy_in_a_sector_with_known_log_psi_and_jit():
 
 
 def test_packed_local_energy_evaluates_only_nonzero_connections():
-    """pack=True: log_psi runs on the smallest packed size that holds a chunk's nonzero
-    off-diagonal connections (fewer for polarized states, all slots for Neel states),
-    with the energies of pack=False; the evaluated sizes are recorded by a callback
-    that runs only in the branch taken."""
-    from quantax_lite.operators import PACKED_FRACTIONS
+    """Packing (the default tuning): log_psi runs on the smallest packed size that holds a
+    chunk's nonzero off-diagonal connections (fewer for polarized states, all slots for
+    Neel states), with the energies of pack_local_energy=False; the evaluated sizes are
+    recorded by a callback that runs only in the branch taken."""
     from quantax_lite.utils import make_mesh
+
+    PACKED_FRACTIONS = tuning.current().packed_fractions
 
     ham = Heisenberg(Chain(8), J2=0.0)
     log_psi0, params = make_log_psi(8, seed=5)
@@ -268,11 +275,13 @@ def test_packed_local_energy_evaluates_only_nonzero_connections():
         got = make_local_energy(ham, log_psi, mesh=mesh)(params, jnp.asarray(states), log_psi0(params, jnp.asarray(states)))
         jax.effects_barrier()
         assert seen == [expected_size]
-        ref = make_local_energy(ham, log_psi0, mesh=mesh, pack=False)(params, jnp.asarray(states))
+        with tuning.override(pack_local_energy=False):
+            unpacked = make_local_energy(ham, log_psi0, mesh=mesh)
+        ref = unpacked(params, jnp.asarray(states))
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     # random Sz = 0 states: about half the bonds are anti-aligned; chunked on 8 devices
     seen.clear()
-    f = make_local_energy(ham, log_psi, chunk_size=4, pack=True)
+    f = make_local_energy(ham, log_psi, chunk_size=4)
     got = f(params, jnp.asarray(mixed))
     jax.effects_barrier()
     dense = ham.to_dense(all_states(8, 0))
@@ -441,7 +450,8 @@ def test_local_energy_rejects_non_spin_samples(rng):
         with pytest.raises(ValueError, match=r"^log_psi_samples: expected shape \(8,\)"):
             fn(params, s, jnp.zeros(7))
     # valid samples: every entry point gives the same energies, also inside an outer jit
-    ref = np.asarray(local_energy(ham, log_psi, params, s, pack=False))
+    with tuning.override(pack_local_energy=False):
+        ref = np.asarray(local_energy(ham, log_psi, params, s))
     for got in (f(params, s), f(params, jnp.asarray(s)), g(params, jnp.asarray(s)), jax.jit(g)(params, s), jax.jit(f)(params, s)):
         np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
 
@@ -451,3 +461,300 @@ def test_marshall_sign_checks_states():
         marshall_sign(Square(2, 2), np.ones((3, 5), np.int8))
     with pytest.raises(ValueError, match=r"^states: entries must be \+1 or -1"):
         marshall_sign(Square(2, 2), np.zeros((3, 4), np.int8))
+
+
+# ----------------------------------------------------------------- longitudinal field
+def sector_energies(ham, n):
+    """{total_sz: lowest eigenvalue in that sector} by dense diagonalization."""
+    return {sz: np.linalg.eigvalsh(ham.to_dense(all_states(n, sz)))[0] for sz in np.arange(-n / 2, n / 2 + 1)}
+
+
+@pytest.mark.parametrize(
+    "lattice, J2, delta, marshall",
+    [(Chain(6), 0.3, 0.8, True), (Square(3, 2), 0.0, 1.0, False), (Square(2), 0.5, 1.2, False)],
+    ids=["chain6-J1J2-xxz-marshall", "3x2", "2x2-J1J2-xxz"],
+)
+def test_longitudinal_field_matches_exact_diagonalization_in_the_full_space(lattice, J2, delta, marshall):
+    """Heisenberg(..., hz) = H(0) - hz sum S^z: the matrix in the full space equals the
+    Kronecker-product one, every Sz sector is H(0) shifted by -hz * total_sz (nothing in
+    Sz = 0), and a field large enough moves the ground state out of Sz = 0 (above the
+    saturation field: the polarized state)."""
+    n = lattice.n_sites
+    states = all_states(n, None)
+    plain = Heisenberg(lattice, J2=J2, delta=delta, marshall_sign=marshall)
+    zero_field = sector_energies(plain, n)
+    moved_out = False
+    for hz in (0.0, 0.45, -1.1, 2.2, 9.0):
+        ham = Heisenberg(lattice, 1.0, J2, delta, marshall, hz=hz)
+        dense = dense_heisenberg(lattice, 1.0, J2, delta, marshall, hz)
+        assert ham.conserves_sz and ham.max_conn == plain.max_conn and ham.default_total_sz == plain.default_total_sz
+        np.testing.assert_allclose(ham.to_dense(states), dense, atol=1e-12)
+        np.testing.assert_allclose(SpinHamiltonian.to_sparse(ham, states).toarray(), dense, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(ham.diagonal(states)), np.diag(dense), atol=1e-12)
+        e_dense = np.linalg.eigvalsh(dense)[0]
+        assert abs(ground_state_energy(ham, total_sz=None) - e_dense) < 1e-9
+        for sz in zero_field:
+            sector = all_states(n, sz)
+            np.testing.assert_allclose(
+                ham.to_dense(sector), plain.to_dense(sector) - hz * sz * np.eye(len(sector)), atol=1e-12
+            )
+            if sz == 0:
+                np.testing.assert_array_equal(ham.to_dense(sector), plain.to_dense(sector))
+        by_sector = {sz: e - hz * sz for sz, e in zero_field.items()}
+        best = min(by_sector, key=by_sector.get)
+        assert abs(by_sector[best] - e_dense) < 1e-9
+        assert np.sign(best) == np.sign(hz) or best == 0  # the field favours its own direction
+        if best != 0:
+            moved_out = True
+            assert e_dense < by_sector[0] - 1e-6
+        if abs(hz) == 9.0:  # beyond saturation: all spins along the field
+            assert best == np.sign(hz) * n / 2
+            polarized = np.ones((1, n), np.int8) * int(np.sign(hz))
+            assert abs(e_dense - float(ham.diagonal(polarized)[0])) < 1e-9
+    assert moved_out
+
+
+def test_longitudinal_field_checks_and_repr():
+    assert repr(Heisenberg(Chain(4), J2=0.5)) == (
+        "Heisenberg(lattice=Lattice(shape=(4,), pbc=True), J1=1.0, J2=0.5, delta=1.0, marshall_sign=False)"
+    )
+    assert repr(Heisenberg(Chain(4), hz=0.25)).endswith("marshall_sign=False, hz=0.25)")
+    assert Heisenberg(Chain(4), hz=0.25) != Heisenberg(Chain(4))
+    assert Heisenberg(Chain(4), hz=0) == Heisenberg(Chain(4)) and Heisenberg(Chain(4), hz=2).hz == 2.0
+    with pytest.raises(ValueError, match=r"^hz: expected a finite number"):
+        Heisenberg(Chain(4), hz=float("inf"))
+    with pytest.raises(TypeError, match=r"^hz: expected a real number"):
+        Heisenberg(Chain(4), hz="strong")
+    # the field is diagonal: same bonds, moves and packing hint
+    h = Heisenberg(Square(4), J2=0.5, hz=0.3)
+    assert h.max_conn == 1 + 64 and h.n_moves == 64 and h.mels_can_vanish
+    np.testing.assert_array_equal(h.bonds, Heisenberg(Square(4), J2=0.5).bonds)
+
+
+# ----------------------------------------------------------------- generic vs fast sparse path
+def random_basis(rng, n, total_sz):
+    """A random order of a sector."""
+    states = all_states(n, total_sz)
+    return states[rng.permutation(len(states))]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_generic_to_sparse_equals_the_fast_one_on_random_bases(name, rng):
+    ham = CASES[name][0]()
+    n = ham.n_sites
+    sectors = [None] + ([rng.choice(np.arange(-n / 2, n / 2 + 1)), 0.5 * (n % 2)] if ham.conserves_sz else [])
+    for total_sz in sectors:
+        states = random_basis(rng, n, total_sz)
+        fast, generic = ham.to_sparse(states), SpinHamiltonian.to_sparse(ham, states)
+        assert generic.dtype == np.float64 and generic.shape == fast.shape
+        assert abs(fast - generic).max() < 1e-14
+    # a random subset that H leads out of: both raise the same error
+    subset = random_basis(rng, n, None)[: 2 ** n // 3]
+    for path in (ham.to_sparse, lambda x: SpinHamiltonian.to_sparse(ham, x)):
+        with pytest.raises(ValueError, match="outside"):
+            path(subset)
+        with pytest.raises(ValueError, match="repeated"):
+            path(np.concatenate([subset, subset[:1]]))
+
+
+def test_diagonal_hamiltonians_on_random_subsets(rng):
+    """Without moves any set of configurations is a basis; both paths agree on random ones."""
+    for ham in (
+        Heisenberg(Square(3), J1=0.0, J2=0.0, hz=0.7),
+        TransverseFieldIsing(Square(2, 3), J=0.6, h=0.0),
+    ):
+        n = ham.n_sites
+        subset = all_states(n)[rng.choice(2**n, size=int(rng.integers(1, 2**n)), replace=False)]
+        fast, generic = ham.to_dense(subset), SpinHamiltonian.to_sparse(ham, subset).toarray()
+        np.testing.assert_allclose(generic, fast, atol=1e-14)
+        np.testing.assert_allclose(np.diag(fast), np.asarray(ham.diagonal(subset)), atol=1e-14)
+        assert np.count_nonzero(fast - np.diag(np.diag(fast))) == 0
+
+
+# ----------------------------------------------------------------- the bond helper, public
+@dataclasses.dataclass(frozen=True)
+class MixedFieldIsing(BondHamiltonian):
+    """H = -J sum s^z s^z - hx sum s^x - hz sum s^z (Pauli units), through BondTerms."""
+
+    lattice: object
+    J: float = 1.0
+    hx: float = 0.7
+    hz: float = 0.4
+    conserves_sz = False
+
+    def build_terms(self):
+        n, bonds, site = self.n_sites, self.lattice.bonds(1), np.arange(self.n_sites)
+        flip = np.where(np.eye(n, dtype=bool), -1, 1)
+        return BondTerms(
+            zz_pairs=bonds, zz_coef=np.full(len(bonds), -self.J), constant=0.0, flip=flip,
+            cond_pairs=np.stack([site, site], 1), amp_aligned=np.full(n, -self.hx),
+            amp_anti=np.full(n, -self.hx), z_coef=np.full(n, -self.hz),
+        )
+
+
+def test_a_bond_hamiltonian_with_a_longitudinal_field():
+    lattice = Chain(6)
+    ham = MixedFieldIsing(lattice)
+    dense = dense_ising(lattice, 1.0, 0.7) - 0.4 * sum(local_op({i: SZ}, 6) for i in range(6)).real
+    states = all_states(6)
+    assert ham.max_conn == 7 and ham.n_moves == 6 and not ham.mels_can_vanish
+    np.testing.assert_allclose(ham.to_dense(states), dense, atol=1e-12)
+    np.testing.assert_allclose(SpinHamiltonian.to_sparse(ham, states).toarray(), dense, atol=1e-12)
+    log_psi, params = make_log_psi(6, seed=2)
+    got = np.asarray(local_energy(ham, log_psi, params, states, chunk_size=3))
+    np.testing.assert_allclose(got, dense_local_energy(dense, log_psi, params, states), rtol=1e-10, atol=1e-10)
+
+
+def test_bond_terms_are_checked():
+    bonds = np.array([[0, 1], [1, 2]])
+    good = dict(zz_pairs=bonds, zz_coef=[1.0, 1.0], constant=0.0, flip=np.ones((2, 3)),
+                cond_pairs=bonds, amp_aligned=[0.0, 0.0], amp_anti=[0.5, 0.5])
+    t = BondTerms(**good)
+    assert t.flip.dtype == np.int8 and t.zz_pairs.dtype == np.int32 and t.z_coef is None and not t.has_linear
+    for change, name in (
+        (dict(flip=np.zeros((2, 3))), "flip"),
+        (dict(zz_pairs=np.array([[0, 1, 2]])), "zz_pairs"),
+        (dict(cond_pairs=bonds[:1]), "cond_pairs"),
+        (dict(cond_pairs=bonds + 5), "cond_pairs"),
+        (dict(zz_coef=[1.0]), "zz_coef"),
+        (dict(amp_anti=[0.5, np.nan]), "amp_anti"),
+        (dict(amp_aligned=[0.0]), "amp_aligned"),
+        (dict(z_coef=[1.0, 2.0]), "z_coef"),
+        (dict(constant=float("nan")), "constant"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            BondTerms(**{**good, **change})
+
+    class WrongSize(BondHamiltonian):
+        lattice = Chain(4)
+        conserves_sz = True
+
+        def build_terms(self):
+            return t
+
+    with pytest.raises(ValueError, match="^build_terms: the terms act on 3 sites"):
+        WrongSize().max_conn
+
+
+# ----------------------------------------------------------------- the contract and the engine
+class Wrapped(SpinHamiltonian):
+    """Any Hamiltonian seen through connected() only (no bond helper)."""
+
+    def __init__(self, inner, mels_can_vanish=True):
+        self.inner, self.n_sites, self.max_conn = inner, inner.n_sites, inner.max_conn
+        self.conserves_sz, self.mels_can_vanish = inner.conserves_sz, mels_can_vanish
+
+    def connected(self, s):
+        return self.inner.connected(s)
+
+
+@pytest.mark.parametrize("name", ["heis-chain6-hz", "ising-chain6"])
+def test_the_engine_needs_connected_only(name):
+    make_h, make_dense = CASES[name]
+    inner, dense = make_h(), make_dense()
+    states = all_states(inner.n_sites)
+    log_psi, params = make_log_psi(inner.n_sites, seed=7)
+    expected = dense_local_energy(dense, log_psi, params, states)
+    for ham in (Wrapped(inner), Wrapped(inner, mels_can_vanish=False)):
+        assert ham.lattice is None and ham.default_total_sz == inner.default_total_sz
+        np.testing.assert_allclose(ham.to_dense(states), dense, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(ham.diagonal(states)), np.diag(dense), atol=1e-12)
+        for pack in (True, False):
+            with tuning.override(pack_local_energy=pack):
+                f = make_local_energy(ham, log_psi, chunk_size=8)
+            np.testing.assert_allclose(np.asarray(f(params, states)), expected, rtol=1e-10, atol=1e-10)
+        e = np.asarray(local_energy(ham, log_psi, params, states, log_psi_samples=log_psi(params, jnp.asarray(states))))
+        np.testing.assert_allclose(e, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_packing_is_a_tuning_choice_read_when_the_function_is_built():
+    """pack_local_energy and packed_fractions come from the tuning in force when
+    make_local_energy runs; a Hamiltonian whose elements never vanish is never packed."""
+    from quantax_lite.utils import make_mesh
+
+    log_psi0, params = make_log_psi(8, seed=4)
+    seen = []
+
+    def log_psi(p, s):
+        jax.debug.callback(lambda n: seen.append(int(n)), s.shape[0])
+        return log_psi0(p, s)
+
+    mesh = make_mesh(jax.devices()[:1])
+    up = jnp.ones((8, 8), jnp.int8)
+    lp = log_psi0(params, up)
+    heis, ising = Heisenberg(Chain(8)), TransverseFieldIsing(Chain(8), h=0.3)
+    slots = heis.max_conn - 1
+
+    def sizes(f, *args):
+        seen.clear()
+        out = f(params, *args)
+        jax.effects_barrier()
+        return list(seen), np.asarray(out)
+
+    packed = make_local_energy(heis, log_psi, mesh=mesh)
+    with tuning.override(pack_local_energy=False):
+        unpacked = make_local_energy(heis, log_psi, mesh=mesh)
+        ising_f = make_local_energy(ising, log_psi, mesh=mesh)
+    with tuning.override(packed_fractions=(0.5,)):
+        halves = make_local_energy(heis, log_psi, mesh=mesh)
+    ising_default = make_local_energy(ising, log_psi, mesh=mesh)
+    # called outside the blocks: each keeps the choice it was built with
+    n_packed, e_packed = sizes(packed, up, lp)
+    n_unpacked, e_unpacked = sizes(unpacked, up, lp)
+    n_halves, e_halves = sizes(halves, up, lp)
+    assert n_packed == [int(np.ceil(tuning.Tuning().packed_fractions[0] * 8 * slots))]
+    assert n_unpacked == [8 * heis.max_conn]
+    assert n_halves == [int(np.ceil(0.5 * 8 * slots))]
+    np.testing.assert_allclose(e_packed, e_unpacked, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(e_halves, e_unpacked, rtol=1e-12, atol=1e-12)
+    assert not ising.mels_can_vanish
+    assert sizes(ising_default, up, lp)[0] == sizes(ising_f, up, lp)[0] == [8 * ising.max_conn]
+    # the speed knobs are not part of the public API any more
+    assert not hasattr(operators, "PACKED_FRACTIONS")
+    with pytest.raises(TypeError, match="pack"):
+        make_local_energy(heis, log_psi0, pack=True)
+    with pytest.raises(TypeError, match="pack"):
+        local_energy(heis, log_psi0, params, up, pack=False)
+
+
+def test_contract_errors_name_what_is_missing():
+    log_psi, params = make_log_psi(4, seed=1)
+    s = np.ones((2, 4), np.int8)
+
+    class NoMaxConn(SpinHamiltonian):
+        n_sites = 4
+        conserves_sz = True
+
+        def connected(self, s):
+            return s[..., None, :], jnp.zeros(s.shape[:-1] + (1,))
+
+    class NoSites(SpinHamiltonian):
+        max_conn = 1
+        conserves_sz = True
+
+    class WrongShapes(NoMaxConn):
+        max_conn = 2
+
+    with pytest.raises(TypeError, match=r"^hamiltonian: NoMaxConn does not give `max_conn`"):
+        make_local_energy(NoMaxConn(), log_psi)
+    with pytest.raises(TypeError, match=r"^hamiltonian: NoSites gives neither `lattice` nor `n_sites`"):
+        local_energy(NoSites(), log_psi, params, s)
+    with pytest.raises(AttributeError, match="conserves_sz"):
+        type("NoSz", (SpinHamiltonian,), {"n_sites": 4})().default_total_sz
+    with pytest.raises(ValueError, match=r"^hamiltonian: WrongShapes.connected returned shapes"):
+        local_energy(WrongShapes(), log_psi, params, s)
+    with pytest.raises(ValueError, match=r"^hamiltonian: WrongShapes.connected returned shapes"):
+        WrongShapes().to_sparse(all_states(4))
+    with pytest.raises(TypeError, match=r"^hamiltonian: expected a SpinHamiltonian"):
+        make_local_energy("Heisenberg", log_psi)
+    # a dataclass field of a contract name is an ordinary field (no inherited default)
+    @dataclasses.dataclass(frozen=True)
+    class Fields(SpinHamiltonian):
+        n_sites: int
+        max_conn: int
+        conserves_sz: bool
+
+    h = Fields(4, 1, True)
+    assert (h.n_sites, h.max_conn, h.conserves_sz, h.lattice, h.default_total_sz) == (4, 1, True, None, 0)
+    with pytest.raises(TypeError):
+        Fields(4)
