@@ -29,8 +29,9 @@ __all__ = ["Tuning", "current", "override", "using", "conv_form", "CONV_FORMS"]
 #   in the patch form (a custom JVP);
 # "lax": lax.conv_general_dilated, its own derivatives;
 # "lax_patch": lax.conv_general_dilated, kernel derivatives in the patch form;
+# "lax_gather": lax.conv_general_dilated, all derivatives those of the gather form;
 # "gather": im2col with a neighbour table and one matrix product (the reference form).
-CONV_FORMS = ("dense", "lax", "lax_patch", "gather")
+CONV_FORMS = ("dense", "lax", "lax_patch", "lax_gather", "gather")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +120,10 @@ def conv_form(n_sites: int, channels: int, dtype) -> str:
     """The convolution form for a network of ``n_sites * channels`` in ``dtype``.
 
     "dense" up to ``dense_conv_max_width`` (its one matrix product per layer is the
-    fastest form there, for forward passes and per-sample gradients). Above it:
-    "lax" in float32 (lax's own weight gradient is fast there), "lax_patch" in float64
-    (XLA:CPU's lax.conv weight gradient is very slow in float64; the patch form's is a
-    matrix product).
+    fastest form there, for forward passes and per-sample gradients). Above it (measured
+    on x86-64 CPUs by ``benchmarks/conv_forms.py``): "lax_gather" in float32 (XLA's
+    convolution is the fastest forward pass, the gather form's derivatives the fastest
+    per-sample gradients), "gather" in float64 (fastest both ways there).
     """
     tuning = current()
     if tuning.conv_form != "auto":
@@ -133,4 +134,4 @@ def conv_form(n_sites: int, channels: int, dtype) -> str:
         raise ValueError(f"dtype: expected float32 or float64, got {name}")
     if n_sites * channels <= width[name]:
         return "dense"
-    return "lax" if name == "float32" else "lax_patch"
+    return "lax_gather" if name == "float32" else "gather"

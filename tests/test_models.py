@@ -183,7 +183,7 @@ def jitted(model, method=None):
 
 
 @pytest.mark.parametrize("norm", ["none", "layer"])
-@pytest.mark.parametrize("other", ["lax", "lax_patch", "dense"])
+@pytest.mark.parametrize("other", ["lax", "lax_patch", "lax_gather", "dense"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
 def test_conv_forms_agree(rng, shape, k, other, norm):
     # (the dense form runs on channel-major maps internally, the others channels-last)
@@ -215,12 +215,12 @@ def test_conv_forms_agree(rng, shape, k, other, norm):
 
 
 @pytest.mark.parametrize("norm", ["none", "layer"])
-@pytest.mark.parametrize("form", ["dense", "lax_patch"])
+@pytest.mark.parametrize("form", ["dense", "lax_patch", "lax_gather"])
 @pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4)])
-def test_patch_form_derivatives(rng, shape, k, form, norm):
-    """The custom JVPs of the dense and lax_patch forms: per-sample gradients (reverse
-    mode) and forward-mode derivatives equal those of the gather form, in both arguments
-    of the convolution."""
+def test_custom_jvp_forms_derivatives(rng, shape, k, form, norm):
+    """The custom JVPs of the dense, lax_patch and lax_gather forms: per-sample gradients
+    (reverse mode) and forward-mode derivatives equal those of the gather form, in both
+    arguments of the convolution."""
     n = int(np.prod(shape))
     s = random_spins(rng, n, 4)
     model = ConvResNet(shape, channels=2, depth=1, kernel_size=k, norm=norm)
@@ -257,9 +257,9 @@ def test_patch_form_derivatives(rng, shape, k, form, norm):
 
 def test_conv_form_choice():
     assert tuning.conv_form(16, 8, jnp.float32) == "dense"
-    assert tuning.conv_form(64, 16, jnp.float32) == "lax"
+    assert tuning.conv_form(64, 16, jnp.float32) == "lax_gather"
     assert tuning.conv_form(64, 16, jnp.float64) == "dense"
-    assert tuning.conv_form(100, 16, jnp.float64) == "lax_patch"
+    assert tuning.conv_form(100, 16, jnp.float64) == "gather"
     with tuning.override(conv_form="gather"):
         assert tuning.conv_form(16, 8, jnp.float32) == "gather"
     assert tuning.conv_form(16, 8, jnp.float32) == "dense"

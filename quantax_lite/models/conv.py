@@ -19,10 +19,11 @@ precision and backend), among implementations of the same function:
   ``(batch, channels, n_sites)`` inside :class:`ConvResNet`;
 * ``"lax"``: ``jax.lax.conv_general_dilated`` on the circularly padded maps;
 * ``"lax_patch"``: the same forward pass, kernel derivatives in the patch form;
+* ``"lax_gather"``: the same forward pass, the derivatives of the gather form;
 * ``"gather"``: im2col with a periodic neighbour table and one matrix product.
 
-The dense and lax_patch forms take kernel derivatives in the patch form (a custom JVP:
-the patches of the input contracted with the kernel tangent), so per-sample Jacobians
+The forms with a custom JVP take kernel derivatives as the patches (or gathered
+neighbours) of the input contracted with the kernel tangent, so per-sample Jacobians
 are batched matrix products rather than grouped convolutions. Figures in
 ``docs/benchmarks.md``.
 """
@@ -258,8 +259,23 @@ def _lax_patch_conv_jvp(shape, k, primals, tangents):
     return y, dy
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _lax_gather_conv(x, kernel, shape, k):
+    """:func:`_lax_conv`, with the derivatives of the gather form."""
+    return _lax_conv(x, kernel, shape, k)
+
+
+@_lax_gather_conv.defjvp
+def _lax_gather_conv_jvp(shape, k, primals, tangents):
+    x, kernel = primals
+    dx, dkernel = tangents
+    # bilinear: the tangent is the gather form applied to (dx, kernel) and (x, dkernel)
+    return _lax_conv(x, kernel, shape, k), _gather_conv(dx, kernel, shape, k) + _gather_conv(x, dkernel, shape, k)
+
+
 # channels-last implementations: (batch, *shape, c_in) -> (batch, *shape, c_out)
-_CONVS = {"dense": _dense_conv, "lax": _lax_conv, "lax_patch": _lax_patch_conv, "gather": _gather_conv}
+_CONVS = {"dense": _dense_conv, "lax": _lax_conv, "lax_patch": _lax_patch_conv, "lax_gather": _lax_gather_conv,
+          "gather": _gather_conv}
 
 
 def _channel_norm(norm: str, dtype, channel_major: bool = False, name: str | None = None):
