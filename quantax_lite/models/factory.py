@@ -99,7 +99,7 @@ def _symmetry_table(lattice, symmetry):
 
     if isinstance(symmetry, Symmetry):  # checked when it was built: only its size and lattice here
         if symmetry.n_sites != lattice.n_sites:
-            raise ValueError(f"symmetry: acts on {symmetry.n_sites} sites, the lattice has {lattice.n_sites}")
+            raise ValueError(f"perms: expected {lattice.n_sites} sites per row (the lattice's), got {symmetry.n_sites}")
         table = (np.asarray(symmetry.perms), np.asarray(symmetry.flips), np.asarray(symmetry.characters))
     else:
         for attr in ("perms", "flips", "characters"):
