@@ -1,4 +1,4 @@
-"""Stochastic reconfiguration (SR) and MinSR: the natural-gradient update.
+"""Stochastic reconfiguration (SR) and MinSR: the natural-gradient direction.
 
 Notation. ``jac`` is the per-sample Jacobian O[s, k] = d log psi(s) / d theta_k of
 ``N`` samples drawn from |psi|^2 (shape ``(N, P)``), ``e_loc`` the local energies
@@ -40,11 +40,18 @@ factor shows the matrix to be numerically singular (smallest pivot^2 below
 eigenvalues below ``rcond`` times the largest is used instead (decided inside
 jit with ``lax.cond``).
 
-Precision. The matrices are formed and solved in float64 (complex128) even when
-``jac`` is float32/complex64: ``jac`` is converted block by block (``block_size``
-rows or columns at a time), so no float64 copy of the whole Jacobian is made.
-This needs ``jax_enable_x64``; without it :func:`sr_direction` raises a
-``RuntimeError`` rather than silently solving in float32.
+Precision. The system is shifted and solved in float64 (complex128) even when
+``jac`` is float32/complex64; this needs ``jax_enable_x64`` (without it
+:func:`sr_direction` raises a ``RuntimeError`` rather than silently solving in
+float32). ``jac`` is converted to float64 block by block (about
+``tuning.current().sr_block_bytes`` of float64 at a time), so no float64 copy of
+the whole Jacobian is made. The matrix S or T is formed as
+``tuning.current().gram_precision`` says (a speed choice, see
+:mod:`quantax_lite.tuning`): ``"jacobian"`` (default) in the Jacobian's own
+precision from Ō centred in float64 and then rounded (a large column mean costs
+no digits); ``"float64"`` in float64. The right-hand side and the final
+``Ō^H y`` are float64 either way. Both are read when :func:`sr_direction` is
+called (traced, for a call inside jit).
 
 Several devices. ``jac`` is sample-sharded over the mesh (as returned by
 :func:`quantax_lite.jacobian.jacobian`). The solve runs in one ``jax.shard_map``:
@@ -68,6 +75,10 @@ Several devices. ``jac`` is sample-sharded over the mesh (as returned by
 
 The small ``N x N`` (or ``P x P``) system itself is solved redundantly on every
 device.
+
+Preconditioners (SR, SPRING, plain gradient) as composable ``init`` / ``update``
+pairs are in :mod:`quantax_lite.preconditioners`; :func:`natural_gradient` applies
+one to the Jacobian of a network.
 """
 from __future__ import annotations
 
@@ -81,6 +92,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
+from quantax_lite import tuning
+
 __all__ = [
     "SRInfo",
     "choose_method",
@@ -91,9 +104,6 @@ __all__ = [
 ]
 
 _METHODS = ("auto", "sr", "minsr")
-GRAM_PRECISIONS = ("float64", "jacobian")
-# Default bytes of one float64 block of the Jacobian converted at a time.
-_BLOCK_BYTES = 64 * 2**20
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["eps", "used_fallback"], meta_fields=["method"])
@@ -193,8 +203,9 @@ def _blocked_concat(fn: Callable[[Any, int], jax.Array], n: int, block: int, dty
     return out
 
 
-def _default_block(other_dim: int, itemsize: int) -> int:
-    return int(max(128, _BLOCK_BYTES // max(1, other_dim * itemsize)))
+def _block_rows(block_bytes: int, other_dim: int, itemsize: int) -> int:
+    """Rows (or columns) of ``other_dim`` entries of ``itemsize`` bytes in ``block_bytes``."""
+    return int(max(1, block_bytes // max(1, other_dim * itemsize)))
 
 
 def _gram(a: jax.Array) -> jax.Array:
@@ -243,12 +254,10 @@ def _row_weights(n_loc, n, axis):
     return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
 
 
-def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gram_in_jac_dtype=False):
+def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, gram_precision):
     """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
 
-    ``memory = (momentum, previous)``: the SPRING right-hand side (see :func:`sr_direction`);
-    the caller adds ``momentum * previous`` to the solution. ``gram_in_jac_dtype``: S is
-    formed in ``jac.dtype`` (``gram_precision="jacobian"``), F always in float64."""
+    S is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, F always in float64."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
         out_dt = jnp.float64
@@ -266,10 +275,7 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gr
         wb = lax.dynamic_slice_in_dim(w, start, size, 0)
         ob = (ob - o_mean) * (wb / np.sqrt(n))[:, None]
         eb = lax.dynamic_slice_in_dim(e_c, start, size, 0)
-        if memory is not None:  # e - mu * O phi_prev, row by row
-            mu, prev = memory
-            eb = eb - mu * (ob @ prev.astype(jnp.result_type(ob, prev)))
-        og = ob.astype(jac.dtype) if gram_in_jac_dtype else ob
+        og = ob.astype(jac.dtype) if gram_precision == "jacobian" else ob
         if real:
             if jnp.iscomplexobj(ob):
                 eb_i = eb.imag if jnp.iscomplexobj(eb) else jnp.zeros_like(eb)
@@ -292,13 +298,11 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, memory=None, gr
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memory=None, gram_in_jac_dtype=False):
+def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, gram_precision):
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
 
-    ``memory = (momentum, previous)``, ``previous`` the replicated ``(P_pad,)`` last
-    direction: the SPRING right-hand side (see :func:`sr_direction`); the caller adds
-    ``momentum * previous`` to the solution. ``gram_in_jac_dtype``: T is formed in
-    ``jac.dtype`` (``gram_precision="jacobian"``), everything else in float64."""
+    T is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, everything else in
+    float64."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
@@ -323,21 +327,13 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
 
     def gram_block(start, size):
         # centred in float64 first, then rounded: a large column mean does not cost the
-        # float32 Gram matrix its digits (the product itself stays in jac.dtype)
+        # lower-precision Gram matrix its digits (the product itself stays in jac.dtype)
         ob = centered_block(start, size)
-        t_block = _gram(ob.astype(_real_or_complex(ob, jac.dtype)) if gram_in_jac_dtype else ob)
-        return t_block.astype(jnp.float64 if real else cdt)
+        if gram_precision == "jacobian":
+            ob = ob.astype(_real_or_complex(ob, jac.dtype))
+        return _gram(ob).astype(jnp.float64 if real else cdt)
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
-    if memory is not None:  # rhs - mu * O phi_prev; this device holds P / D columns of O
-        mu, prev = memory
-        prev_loc = lax.dynamic_slice_in_dim(prev, lax.axis_index(axis) * p_loc, p_loc)
-
-        def apply_block(start, size):
-            ob = centered_block(start, size)
-            return ob @ lax.dynamic_slice_in_dim(prev_loc, start, size).astype(jnp.result_type(ob, prev_loc))
-
-        rhs = rhs - mu * lax.psum(_blocked_sum(apply_block, p_loc, block), axis)
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(t)) / n_par
     dt = jnp.result_type(t, rhs)
@@ -351,7 +347,7 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, memor
     return lax.all_gather(x, axis, tiled=True), eps, fallback
 
 
-def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size):
+def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond):
     if not hasattr(jac, "shape") or jnp.ndim(jac) != 2:
         raise ValueError(
             f"sr_direction: `jac` must be a 2-D array (n_samples, n_params), got shape "
@@ -371,8 +367,15 @@ def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size)
         raise ValueError(f"sr_direction: `method` must be one of {_METHODS}, got {method!r}.")
     if not (0 <= rcond < 1):
         raise ValueError(f"sr_direction: `rcond` must be in [0, 1), got {rcond!r}.")
-    if block_size is not None and (not isinstance(block_size, (int, np.integer)) or block_size <= 0):
-        raise ValueError(f"sr_direction: `block_size` must be a positive int or None, got {block_size!r}.")
+
+
+def _check_x64(name: str) -> None:
+    if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+        raise RuntimeError(
+            f"{name}: the SR solve runs in float64, but float64 is disabled. Call "
+            "jax.config.update('jax_enable_x64', True) at start-up (the network may still "
+            "run in float32)."
+        )
 
 
 def choose_method(n_samples: int, n_params: int, *, complex_jac: bool, real_params: bool = True) -> str:
@@ -394,20 +397,16 @@ def sr_direction(
     method: str = "auto",
     real_params: bool = True,
     rcond: float = 1e-12,
-    block_size: int | None = None,
     mesh: Mesh | None = None,
     return_info: bool = False,
-    momentum: float = 0.0,
-    previous: jax.Array | None = None,
-    gram_precision: str = "float64",
 ):
     """The SR / MinSR update direction dtheta (descent: params - lr * dtheta).
 
     Args:
       jac: (N, P) raw (uncentered, unnormalized) Jacobian d log psi / d theta,
         float32/64 or complex64/128, ideally sample-sharded over ``mesh``.
-      e_loc: (N,) local energies (real or complex).
-      diag_shift: absolute diagonal shift (>= 0).
+      e_loc: (N,) local energies (real or complex), in energy units.
+      diag_shift: absolute diagonal shift (>= 0; a number or a traced scalar).
       diag_scale: relative shift, in units of the mean diagonal trace(S)/P (>= 0).
         The shift added is ``diag_shift + diag_scale * trace(S) / P``.
       method: "sr" (P x P system), "minsr" (N x N, or 2N x 2N real-stacked), or
@@ -416,46 +415,25 @@ def sr_direction(
         (update real). False: complex (holomorphic) parameters, complex update.
       rcond: relative eigenvalue cutoff of the pseudo-inverse fallback, and the
         pivot threshold that triggers it.
-      block_size: rows (SR) or columns (MinSR) of ``jac`` converted to float64 at
-        a time; default: about 64 MiB of float64 per block.
       mesh: device mesh; default ``make_mesh()`` over every device.
       return_info: also return an :class:`SRInfo`.
-      momentum, previous: SPRING (Goldshlager, Abrahamsen and Lin, 2024), MinSR with
-        a memory of the last direction ``previous`` (P,): the solution of
 
-            dtheta = mu * previous + argmin_d ||Ō d - (ē - mu Ō previous)||^2 + eps ||d||^2
-
-        i.e. ``(S + eps) (dtheta - mu previous) = F - mu S previous``. The
-        component of ``previous`` that this step's samples do not determine is kept,
-        which averages the sampling noise of MinSR over about ``1 / (1 - mu)`` steps.
-        ``mu = momentum`` in [0, 1); ``previous=None`` with ``mu > 0`` is a zero memory.
-      gram_precision: ``"float64"`` (default): S or T formed in float64 from the
-        converted Jacobian. ``"jacobian"``: formed in the Jacobian's own precision
-        (float32 for a float32 network: twice the matrix-product speed on CPUs) from Ō
-        centred in float64 and then rounded (a large column mean costs no digits), and
-        converted to float64 for the shift and the Cholesky solve; the right-hand side,
-        the memory term and the final ``Ō^H y`` stay float64. The rounding of a float32
-        S or T is far below the sampling noise of either: on the W1 workload the
-        direction changes by about 1e-4 relative (diag_shift 1e-4; up to 5e-4 at 1e-6),
-        against a sampling noise of a few percent (``docs/benchmarks.md``).
+    The precision of S or T and the conversion block size are speed choices read
+    from :func:`quantax_lite.tuning.current` at the call (see the module docstring).
+    SPRING (a memory of the last direction) is
+    :func:`quantax_lite.preconditioners.spring`.
 
     Returns:
       dtheta of shape (P,), float64 (complex128 with ``real_params=False`` and a
-      complex ``jac`` or ``e_loc``); with ``return_info``, ``(dtheta, info)``.
+      complex ``jac`` or ``e_loc``), in units of 1 / (the parameters' units) times
+      energy; with ``return_info``, ``(dtheta, info)``.
 
     Raises:
       ValueError: bad shapes or options. RuntimeError: float64 (``jax_enable_x64``)
       is not enabled.
     """
-    _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond, block_size)
-    if gram_precision not in GRAM_PRECISIONS:
-        raise ValueError(f"sr_direction: `gram_precision` must be one of {GRAM_PRECISIONS}, got {gram_precision!r}.")
-    if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
-        raise RuntimeError(
-            "sr_direction: the SR solve runs in float64, but float64 is disabled. Call "
-            "jax.config.update('jax_enable_x64', True) at start-up (the network may still "
-            "run in float32)."
-        )
+    _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond)
+    _check_x64("sr_direction")
     from quantax_lite.utils.mesh import make_mesh
 
     mesh = make_mesh() if mesh is None else mesh
@@ -464,27 +442,28 @@ def sr_direction(
     if method == "auto":
         method = choose_method(n, n_par, complex_jac=jnp.iscomplexobj(jac), real_params=real)
     eps_args = (jnp.asarray(diag_shift, jnp.float64), jnp.asarray(diag_scale, jnp.float64))
-    if not isinstance(momentum, jax.Array) and not (np.isscalar(momentum) and 0 <= momentum < 1):
-        raise ValueError(f"sr_direction: `momentum` must be a number in [0, 1), got {momentum!r}.")
-    memory = None
-    if previous is not None or (not isinstance(momentum, jax.Array) and momentum != 0):
-        out_dt = jnp.float64 if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e_loc)) else jnp.complex128
-        if previous is None:
-            previous = jnp.zeros(n_par, out_dt)
-        if jnp.shape(previous) != (n_par,):
-            raise ValueError(f"sr_direction: `previous` must have shape ({n_par},), got {jnp.shape(previous)}.")
-        memory = (jnp.asarray(momentum, jnp.float64), jnp.asarray(previous, out_dt))
+    choices = tuning.current()
     x, eps, fallback = _solve(
-        jac, e_loc, eps_args, memory, method=method, real=real, rcond=float(rcond),
-        block_size=block_size, mesh=mesh, gram_precision=gram_precision,
+        jac, e_loc, eps_args, method=method, real=real, rcond=float(rcond), mesh=mesh,
+        gram_precision=choices.gram_precision, block_bytes=choices.sr_block_bytes,
     )
     if return_info:
         return x, SRInfo(method=method, eps=eps, used_fallback=fallback)
     return x
 
 
-@partial(jax.jit, static_argnames=("method", "real", "rcond", "block_size", "mesh", "gram_precision"))
-def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mesh, gram_precision="float64"):
+def _block_size(method: str, n: int, n_par: int, *, complex_jac: bool, real: bool, n_dev: int,
+                block_bytes: int) -> int:
+    """Rows (SR) or columns (MinSR) of ``jac`` converted to float64 at a time."""
+    if method == "sr":
+        return _block_rows(block_bytes, n_par, 16 if complex_jac else 8)
+    n_pad = -(-n // n_dev) * n_dev
+    rows = (2 if complex_jac and real else 1) * n_pad
+    return _block_rows(block_bytes, rows, 8)
+
+
+@partial(jax.jit, static_argnames=("method", "real", "rcond", "mesh", "gram_precision", "block_bytes"))
+def _solve(jac, e_loc, eps_args, *, method, real, rcond, mesh, gram_precision, block_bytes):
     """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
     from quantax_lite.utils.mesh import mesh_size
 
@@ -492,6 +471,8 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
     axis = _axis_name(mesh)
     n, n_par = jac.shape
     complex_jac = jnp.iscomplexobj(jac)
+    block = _block_size(method, n, n_par, complex_jac=complex_jac, real=real, n_dev=n_dev,
+                        block_bytes=block_bytes)
     # pad samples to a multiple of the device count; padded rows get weight 0
     n_pad = -(-n // n_dev) * n_dev
     if n_pad != n:
@@ -499,39 +480,23 @@ def _solve(jac, e_loc, eps_args, memory, *, method, real, rcond, block_size, mes
         e_loc = jnp.pad(e_loc, (0, n_pad - n))
     row = PartitionSpec(axis)
     rep = PartitionSpec()
-    gram_in_jac_dtype = gram_precision == "jacobian"
-
+    options = dict(real=real, rcond=rcond, block=block, axis=axis, gram_precision=gram_precision)
     if method == "sr":
-        block = block_size or _default_block(n_par, 16 if complex_jac else 8)
-        kernel = partial(
-            _sr_kernel, n=n, real=real, rcond=rcond, block=block, axis=axis, gram_in_jac_dtype=gram_in_jac_dtype
-        )
-        out_specs = (rep, rep, rep)
+        kernel = partial(_sr_kernel, n=n, **options)
         p_pad = n_par
     else:
         p_pad = -(-n_par // n_dev) * n_dev
         if p_pad != n_par:
             jac = jnp.pad(jac, ((0, 0), (0, p_pad - n_par)))
-            if memory is not None:
-                memory = (memory[0], jnp.pad(memory[1], (0, p_pad - n_par)))
-        rows = (2 if complex_jac and real else 1) * n_pad
-        block = block_size or _default_block(rows, 8)
-        kernel = partial(
-            _minsr_kernel, n=n, n_par=n_par, real=real, rcond=rcond, block=block, axis=axis,
-            gram_in_jac_dtype=gram_in_jac_dtype,
-        )
-        out_specs = (rep, rep, rep)
+        kernel = partial(_minsr_kernel, n=n, n_par=n_par, **options)
 
     mapped = jax.shard_map(
-        lambda j, e, ea, mem: kernel(j, e, eps_args=ea, memory=mem), mesh=mesh,
-        in_specs=(row, row, (rep, rep), None if memory is None else (rep, rep)),
-        out_specs=out_specs, check_vma=False,
+        lambda j, e, ea: kernel(j, e, eps_args=ea), mesh=mesh,
+        in_specs=(row, row, (rep, rep)), out_specs=(rep, rep, rep), check_vma=False,
     )
-    x, eps, fallback = mapped(jac, e_loc, eps_args, memory)
+    x, eps, fallback = mapped(jac, e_loc, eps_args)
     if p_pad != n_par:
         x = x[:n_par]
-    if memory is not None:  # SPRING: the solution is the change relative to mu * previous
-        x = x + memory[0] * memory[1][:n_par].astype(x.dtype)
     return x, eps, fallback
 
 
@@ -569,61 +534,57 @@ def unravel_like(flat: jax.Array, params: Any) -> Any:
     return jax.tree.unflatten(treedef, pieces)
 
 
-# sr_direction options that natural_gradient passes as traced values (changing them, e.g.
-# a diag_shift schedule, does not recompile); arrays are traced too, everything else static.
-_TRACED_SR_OPTIONS = ("diag_shift", "diag_scale")
-_SR_OPTIONS = (
-    "diag_shift", "diag_scale", "method", "real_params", "rcond", "block_size", "momentum",
-    "previous", "gram_precision",
-)
+def _is_traced_leaf(x) -> bool:
+    """Leaves of a preconditioner pytree passed to the jitted program as traced values."""
+    return isinstance(x, (jax.Array, np.ndarray, float, complex, np.floating, np.complexfloating))
 
 
-def _split_sr_options(sr_options: dict) -> tuple[tuple, dict]:
-    """(static, traced): sorted hashable (name, value) pairs and a dict of arrays."""
-    static, traced = [], {}
-    for name, val in sorted(sr_options.items()):
-        if name not in _SR_OPTIONS:
-            raise TypeError(f"natural_gradient: unknown SR option `{name}`; expected one of {_SR_OPTIONS}.")
-        if isinstance(val, (jax.Array, np.ndarray)):
-            traced[name] = val
-        elif name in _TRACED_SR_OPTIONS:
-            if not np.isscalar(val) or not val >= 0:
-                raise ValueError(f"sr_direction: `{name}` must be a number >= 0, got {val!r}.")
-            traced[name] = jnp.asarray(val, jnp.float64)
-        else:
-            try:
-                hash(val)
-            except TypeError:
-                raise TypeError(
-                    f"natural_gradient: SR option `{name}` must be an array or hashable (a number, "
-                    f"string, bool or None), got {type(val).__name__}."
-                ) from None
-            static.append((name, val))
-    return tuple(static), traced
+def _split_preconditioner(preconditioner) -> tuple[tuple, list]:
+    """(static, dynamic): the tree structure and non-array leaves, and the array leaves."""
+    leaves, treedef = jax.tree.flatten(preconditioner)
+    mask = tuple(_is_traced_leaf(x) for x in leaves)
+    static = (treedef, mask, tuple(x for x, m in zip(leaves, mask) if not m))
+    return static, [x for x, m in zip(leaves, mask) if m]
 
 
-def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_options):
-    """A jitted ``f(params, samples, e_loc, traced_options) -> (update pytree, SRInfo)``."""
+def _merge_preconditioner(static: tuple, dynamic: list):
+    treedef, mask, fixed = static
+    dyn, fix = iter(dynamic), iter(fixed)
+    return jax.tree.unflatten(treedef, [next(dyn) if m else next(fix) for m in mask])
+
+
+def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_preconditioner, choices):
+    """A jitted ``f(params, samples, e_loc, state, step, dynamic) -> (update, info, state)``.
+
+    ``choices`` (the tuning in force) is part of the cache key only: it is read again
+    while tracing, inside the same context."""
     from quantax_lite.jacobian import jacobian
 
-    static = dict(static_options)
+    del choices
 
     @jax.jit
-    def step(params, samples, e_loc, traced):
+    def program(params, samples, e_loc, state, step, dynamic):
+        preconditioner = _merge_preconditioner(static_preconditioner, dynamic)
         jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
-        x, info = sr_direction(jac, e_loc, mesh=mesh, return_info=True, **static, **traced)
-        return unravel_like(x, params), info
+        direction, state, info = preconditioner.update(jac, e_loc, state, step=step, mesh=mesh)
+        if holomorphic and not jnp.iscomplexobj(direction):
+            raise TypeError(
+                "natural_gradient: holomorphic=True (complex parameters) but the preconditioner "
+                "gave a real direction; use one with real_params=False, e.g. sr(real_params=False)."
+            )
+        return unravel_like(direction, params), info, state
 
-    return step
+    return program
 
 
-# One compiled program per (log_psi, options) and input shapes, across eager calls. The
-# cache holds a reference to each log_psi (and what it closes over) until evicted.
+# One compiled program per (log_psi, options, preconditioner structure, tuning) and input
+# shapes, across eager calls. The cache holds a reference to each log_psi (and what it
+# closes over) until evicted.
 _cached_natural_gradient = lru_cache(maxsize=32)(_build_natural_gradient)
 
 
 def _natural_gradient_fn(log_psi, *options):
-    """The cached jitted step (built anew, uncached, for an unhashable ``log_psi``)."""
+    """The cached jitted program (built anew, uncached, for an unhashable key)."""
     try:
         return _cached_natural_gradient(log_psi, *options)
     except TypeError:  # unhashable key
@@ -636,51 +597,72 @@ def natural_gradient(
     samples: jax.Array,
     e_loc: jax.Array,
     *,
+    preconditioner=None,
+    state: Any = None,
+    step=0,
     chunk_size: int | None = None,
     holomorphic: bool = False,
     mesh: Mesh | None = None,
     return_info: bool = False,
-    **sr_options,
+    return_state: bool = False,
 ):
-    """The SR / MinSR update as a pytree shaped like ``params``, for any optax optimizer.
+    """A preconditioned update as a pytree shaped like ``params``, for any optax optimizer.
 
     Computes the Jacobian of ``log_psi`` on ``samples`` in chunks
-    (:func:`quantax_lite.jacobian.jacobian`), solves for dtheta
-    (:func:`sr_direction`, options in ``sr_options``), and unravels it. The
-    result is a descent direction used in place of a gradient::
+    (:func:`quantax_lite.jacobian.jacobian`), applies ``preconditioner.update`` and
+    unravels the direction. The result is a descent direction used in place of a
+    gradient::
 
         update = natural_gradient(log_psi, params, samples, e_loc, chunk_size=64)
         updates, opt_state = optimizer.update(update, opt_state, params)
         params = optax.apply_updates(params, updates)   # sgd: params - lr * dtheta
 
-    The three steps run as one jitted program, cached on ``log_psi`` (the same object:
-    a new lambda per call recompiles), ``chunk_size``, ``holomorphic``, ``mesh`` and the
-    static SR options, so such a loop compiles once per input shape. ``diag_shift``,
-    ``diag_scale`` and array options (``previous``, an array ``momentum``) are traced:
-    changing them does not recompile; the other options (``method``, ``real_params``,
-    ``rcond``, ``block_size``, a number ``momentum``, ``gram_precision``) are static.
+    With a stateful preconditioner (e.g. ``spring(sr(), 0.9)``) pass the state and the
+    iteration and keep the new state::
+
+        update, state = natural_gradient(..., preconditioner=p, state=state, step=i,
+                                         return_state=True)
+
+    The steps run as one jitted program, cached on ``log_psi`` (the same object: a new
+    lambda per call recompiles), ``chunk_size``, ``holomorphic``, ``mesh``, the
+    preconditioner's static parts (its functions, method, schedules) and the tuning in
+    force, so such a loop compiles once per input shape. ``step``, the state and the
+    number leaves of the preconditioner (e.g. ``sr(diag_shift=...)``'s numbers) are
+    traced: changing them does not recompile.
 
     Args:
       log_psi: ``log_psi(params, s) -> (batch,)``.
       params: the parameters (pytree).
       samples: (N, n_sites) int8 configurations drawn from |psi|^2.
       e_loc: (N,) their local energies.
+      preconditioner: a :class:`~quantax_lite.preconditioners.Preconditioner`; default
+        ``sr(real_params=not holomorphic)``.
+      state: its state; default ``preconditioner.init(params)``.
+      step: the iteration (int), passed to the update (schedules).
       chunk_size: per-device rows per Jacobian chunk (bounds memory).
-      holomorphic: complex parameters and a holomorphic ``log_psi`` (then the
-        complex formulation is solved: ``real_params=False``).
+      holomorphic: complex parameters and a holomorphic ``log_psi`` (the
+        preconditioner must then give a complex direction: ``real_params=False``).
       mesh: device mesh; default every device.
-      return_info: also return the :class:`SRInfo`.
-      **sr_options: keyword options of :func:`sr_direction`.
+      return_info: also return the preconditioner's info dict (jax scalars).
+      return_state: also return the new preconditioner state.
 
     Returns:
-      A pytree like ``params`` (same dtypes), or ``(update, info)``.
+      A pytree like ``params`` (same dtypes); with ``return_info`` and/or
+      ``return_state`` a tuple ``(update, info, state)`` of the requested parts, in
+      this order.
 
     Raises:
-      TypeError: an unknown or unhashable non-array SR option. ValueError: as
-      :func:`sr_direction`.
+      ValueError / TypeError: as :func:`quantax_lite.jacobian.jacobian` and the
+      preconditioner; TypeError for a real direction with ``holomorphic=True``.
     """
-    sr_options.setdefault("real_params", not holomorphic)
-    static, traced = _split_sr_options(sr_options)
-    step = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static)
-    update, info = step(params, samples, e_loc, traced)
-    return (update, info) if return_info else update
+    if preconditioner is None:
+        from quantax_lite.preconditioners import sr
+
+        preconditioner = sr(real_params=not holomorphic)
+    if state is None:
+        state = preconditioner.init(params)
+    static, dynamic = _split_preconditioner(preconditioner)
+    program = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static, tuning.current())
+    update, info, state = program(params, samples, e_loc, state, jnp.asarray(step, jnp.int32), dynamic)
+    out = (update,) + ((info,) if return_info else ()) + ((state,) if return_state else ())
+    return out[0] if len(out) == 1 else out

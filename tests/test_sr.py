@@ -9,7 +9,9 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from quantax_lite.sr import natural_gradient, solve_psd, sr_direction, unravel_like
+from quantax_lite import tuning
+from quantax_lite.preconditioners import sr
+from quantax_lite.sr import _block_size, choose_method, natural_gradient, solve_psd, sr_direction, unravel_like
 from quantax_lite.utils import batch_sharding, make_mesh
 
 
@@ -41,6 +43,22 @@ def random_problem(rng, n, p, kind, dtype=np.float64):
     return O.astype(cdt), e.astype(np.result_type(dtype, e.dtype))
 
 
+def blocks_of(size, method, n, p, kind, n_dev=8):
+    """A tuning override under which the solve converts ``size`` rows (SR) or columns
+    (MinSR) of the Jacobian to float64 at a time (tuning.sr_block_bytes)."""
+    complex_jac, real = kind != "real", kind != "holomorphic"
+    if method == "auto":
+        method = choose_method(n, p, complex_jac=complex_jac, real_params=real)
+    if method == "sr":
+        unit = p * (16 if complex_jac else 8)
+    else:
+        unit = (2 if complex_jac and real else 1) * (-(-n // n_dev) * n_dev) * 8
+    block_bytes = size * unit
+    assert _block_size(method, n, p, complex_jac=complex_jac, real=real, n_dev=n_dev,
+                       block_bytes=block_bytes) == size
+    return tuning.override(sr_block_bytes=block_bytes)
+
+
 # kind: complex O with real parameters (real formulation), complex parameters, real O.
 # Shapes are not multiples of the 8 devices (padding); MinSR is the automatic choice for
 # (9, 70), SR for (52, 10); the other method is forced too. Blocks of 3 rows (SR) or
@@ -57,54 +75,16 @@ def test_sr_and_minsr_match_dense_reference(rng, kind, n, p):
     rows = 2 * n if (kind == "complex_real_params") else n
     auto = "minsr" if rows < p else "sr"
     for method in ["auto", "sr" if auto == "minsr" else "minsr"]:
-        x, info = sr_direction(
-            jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, diag_scale=1e-2, method=method,
-            real_params=real_params, block_size=3, mesh=mesh, return_info=True,
-        )
+        with blocks_of(3, method, n, p, kind):
+            x, info = sr_direction(
+                jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, diag_scale=1e-2, method=method,
+                real_params=real_params, mesh=mesh, return_info=True,
+            )
         assert info.method == (auto if method == "auto" else method)
         assert x.shape == (p,)
         assert x.dtype == (np.complex128 if kind == "holomorphic" else np.float64)
         assert not bool(info.used_fallback)
         np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
-
-
-@pytest.mark.parametrize(
-    "kind, n, p",
-    [("complex_real_params", 9, 70), ("holomorphic", 9, 70), ("real", 52, 10), ("real", 11, 30)],
-)
-def test_spring_matches_dense_reference(rng, kind, n, p):
-    """SPRING: (S + eps)(x - mu prev) = F - mu S prev, against dense numpy, with SR and
-    MinSR, padding to 8 devices and blocked accumulation; mu = 0 gives plain SR."""
-    real_params = kind != "holomorphic"
-    O, e = random_problem(rng, n, p, kind)
-    prev = rng.normal(size=p) + (1j * rng.normal(size=p) if kind == "holomorphic" else 0)
-    mu, eps = 0.8, 1e-3
-    Oc = (O - O.mean(axis=0)) / np.sqrt(n)
-    if real_params:
-        A = np.concatenate([Oc.real, Oc.imag]) if np.iscomplexobj(Oc) else Oc
-    else:
-        A = Oc
-    ec = (e - e.mean()) / np.sqrt(n)
-    if real_params:
-        b = np.concatenate([ec.real, ec.imag]) if np.iscomplexobj(O) else ec.real
-    else:
-        b = ec
-    S, F = A.conj().T @ A, A.conj().T @ b
-    ref = mu * prev + np.linalg.solve(S + eps * np.eye(p), F - mu * S @ prev)
-    for method in ["sr", "minsr"]:
-        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, method=method, real_params=real_params,
-                         block_size=3, momentum=mu, previous=jnp.asarray(prev))
-        np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
-        plain = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, method=method,
-                             real_params=real_params, momentum=0.0, previous=jnp.asarray(prev))
-        np.testing.assert_allclose(np.asarray(plain), reference_update(O, e, eps, 0.0, real_params),
-                                   rtol=1e-8, atol=1e-10)
-    zero = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=eps, real_params=real_params, momentum=mu)
-    np.testing.assert_allclose(np.asarray(zero), reference_update(O, e, eps, 0.0, real_params), rtol=1e-8, atol=1e-10)
-    with pytest.raises(ValueError, match="momentum"):
-        sr_direction(jnp.asarray(O), jnp.asarray(e), momentum=1.0)
-    with pytest.raises(ValueError, match="previous"):
-        sr_direction(jnp.asarray(O), jnp.asarray(e), momentum=0.5, previous=jnp.zeros(p + 1))
 
 
 @pytest.mark.parametrize("m, complex_", [(1030, False), (520, True), (200, False)])
@@ -141,7 +121,8 @@ def test_push_through_identity_minsr_equals_sr(rng):
 def test_float32_jacobian_is_solved_in_float64(rng):
     O, e = random_problem(rng, 40, 12, "complex_real_params", dtype=np.float32)
     assert O.dtype == np.complex64
-    x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-6)
+    with tuning.override(gram_precision="float64"):
+        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-6)
     assert x.dtype == np.float64
     ref = reference_update(O, e, 1e-6, 0.0, True)  # from the same float32 values, in float64
     np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9)
@@ -151,7 +132,7 @@ def test_float32_jacobian_is_solved_in_float64(rng):
     "kind, n, p", [("complex_real_params", 9, 70), ("holomorphic", 9, 70), ("real", 52, 10), ("real", 11, 30)]
 )
 def test_gram_in_jacobian_precision(rng, kind, n, p):
-    """gram_precision="jacobian": S or T formed in float32 from a float32 Jacobian (the
+    """tuning gram_precision="jacobian" (the default): S or T formed in float32 from a float32 Jacobian (the
     products in the compiled program are float32), solved in float64; the direction
     matches the float64 reference to float32 rounding, for SR and MinSR."""
     real_params = kind != "holomorphic"
@@ -159,24 +140,28 @@ def test_gram_in_jacobian_precision(rng, kind, n, p):
     ref = reference_update(O, e, 1e-2, 0.0, real_params)
     for method in ["sr", "minsr"]:
         def solve(O, e, precision):
-            return sr_direction(O, e, diag_shift=1e-2, method=method, real_params=real_params,
-                                gram_precision=precision)
+            with tuning.override(gram_precision=precision):  # read at the call (here: tracing)
+                return sr_direction(O, e, diag_shift=1e-2, method=method, real_params=real_params)
 
         x = solve(jnp.asarray(O), jnp.asarray(e), "jacobian")
         assert x.dtype == (np.complex128 if kind == "holomorphic" else np.float64)
         np.testing.assert_allclose(np.asarray(x), ref, rtol=2e-4, atol=2e-4 * np.abs(ref).max())
+        x_default = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-2, method=method,
+                                 real_params=real_params)
+        np.testing.assert_array_equal(np.asarray(x_default), np.asarray(x))  # "jacobian" is the default
         hlo = jax.jit(solve, static_argnums=2).lower(jnp.asarray(O), jnp.asarray(e), "jacobian").compile().as_text()
         hlo64 = jax.jit(solve, static_argnums=2).lower(jnp.asarray(O), jnp.asarray(e), "float64").compile().as_text()
         f32_dot = re.compile(r"= (f32|c64)\[[\d,]+\]\{[^}]*\} dot\(")
         assert f32_dot.search(hlo), method
         assert not f32_dot.search(hlo64), method
     with pytest.raises(ValueError, match="gram_precision"):
-        sr_direction(jnp.asarray(O), jnp.asarray(e), gram_precision="float32")
+        with tuning.override(gram_precision="float32"):
+            pass
 
 
 @pytest.mark.parametrize("kind", ["real", "complex_real_params", "holomorphic"])
 def test_gram_in_jacobian_precision_with_large_column_means(rng, kind):
-    """gram_precision="jacobian" centres in float64 before rounding to float32: columns
+    """tuning gram_precision="jacobian" centres in float64 before rounding to float32: columns
     1000 + N(0, 1) keep their digits (MinSR centring in float32 left 1e-4 .. 2e-3 relative
     error; now about 1e-7)."""
     real_params = kind != "holomorphic"
@@ -187,8 +172,9 @@ def test_gram_in_jacobian_precision_with_large_column_means(rng, kind):
         O = O.astype(np.complex64 if kind != "real" else np.float32)
         e = rng.normal(size=n) - 3.0 + (1j * rng.normal(size=n) if kind == "holomorphic" else 0)
         ref = reference_update(O, e, 1e-3, 0.0, real_params)  # the same float32 values, float64
-        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, method=method,
-                         real_params=real_params, gram_precision="jacobian", block_size=64)
+        with blocks_of(64, method, n, p, kind), tuning.override(gram_precision="jacobian"):
+            x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, method=method,
+                             real_params=real_params)
         err = np.linalg.norm(np.asarray(x) - ref) / np.linalg.norm(ref)
         assert err < 1e-5, (method, err)
 
@@ -287,9 +273,10 @@ def test_one_sr_step_lowers_the_exact_energy(rng):
     e_loc = jnp.asarray(((H @ psi) / psi)[idx])
 
     update, info = natural_gradient(
-        log_psi, params, samples, e_loc, chunk_size=64, diag_shift=1e-3, return_info=True
+        log_psi, params, samples, e_loc, chunk_size=64, preconditioner=sr(diag_shift=1e-3), return_info=True
     )
-    assert info.method == "sr"
+    n_par = ravel_pytree(params)[0].size
+    assert choose_method(2048, n_par, complex_jac=True) == "sr" and not bool(info["sr_fallback"])
     assert jax.tree.structure(update) == jax.tree.structure(params)
     assert all(u.dtype == p.dtype and u.shape == p.shape for u, p in zip(jax.tree.leaves(update), jax.tree.leaves(params)))
     flat = ravel_pytree(update)[0]
@@ -310,9 +297,10 @@ def test_one_sr_step_lowers_the_exact_energy(rng):
 
 def test_natural_gradient_compiles_once_across_eager_calls(rng, monkeypatch):
     """Three eager calls with the same log_psi, options and shapes (new parameter values,
-    samples, e_loc and diag_shift) trace log_psi and the solve once; a static option
-    (method) is a new program; each result matches sr_direction on the explicit Jacobian."""
-    import quantax_lite.sr as sr_module
+    samples, e_loc and a new sr(diag_shift=...) each time) trace log_psi and the solve
+    once; a static option (method) is a new program; each result matches sr_direction
+    on the explicit Jacobian."""
+    import quantax_lite.preconditioners as preconditioners_module
     from quantax_lite.jacobian import jacobian
 
     traces, solves = [], []
@@ -326,7 +314,7 @@ def test_natural_gradient_compiles_once_across_eager_calls(rng, monkeypatch):
         solves.append(isinstance(args[0], jax.core.Tracer))
         return sr_direction(*args, **kwargs)
 
-    monkeypatch.setattr(sr_module, "sr_direction", counting_sr_direction)
+    monkeypatch.setattr(preconditioners_module, "sr_direction", counting_sr_direction)
     n, sites, hidden = 24, 6, 5
     mesh = make_mesh()
 
@@ -336,28 +324,47 @@ def test_natural_gradient_compiles_once_across_eager_calls(rng, monkeypatch):
         return params, samples, jnp.asarray(rng.normal(size=n) + 1j * rng.normal(size=n))
 
     counts = []
-    for shift in [1e-3, 2e-3, 5e-3]:
-        params, samples, e_loc = args()
-        update, info = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=shift,
-                                        gram_precision="float64", return_info=True)
-        counts.append((len(traces), len(solves)))
-        jac = jacobian(log_psi, params, samples, mesh=mesh)
-        ref = sr_direction(jac, e_loc, diag_shift=shift, mesh=mesh)
-        np.testing.assert_allclose(np.asarray(ravel_pytree(update)[0]), np.asarray(ref), rtol=1e-10, atol=1e-12)
-        assert float(info.eps) == pytest.approx(shift, rel=1e-12)
+    with tuning.override(gram_precision="float64"):
+        for shift in [1e-3, 2e-3, 5e-3]:
+            params, samples, e_loc = args()
+            update, info = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh,
+                                            preconditioner=sr(diag_shift=shift), return_info=True)
+            counts.append((len(traces), len(solves)))
+            jac = jacobian(log_psi, params, samples, mesh=mesh)
+            ref = sr_direction(jac, e_loc, diag_shift=shift, mesh=mesh)
+            np.testing.assert_allclose(np.asarray(ravel_pytree(update)[0]), np.asarray(ref), rtol=1e-10, atol=1e-12)
+            assert float(info["sr_eps"]) == pytest.approx(shift, rel=1e-12)
+            assert not bool(info["sr_fallback"])
     assert counts[0][0] >= 1 and counts[0][1] == 1 and counts[1] == counts[0] and counts[2] == counts[0], counts
     assert solves == [True]  # traced inside the one jitted program
 
-    other = "minsr" if info.method == "sr" else "sr"
-    _, info2 = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=5e-3,
-                                method=other, return_info=True)
-    assert info2.method == other and len(solves) == 2  # a static option: a new program
+    n_par = sites * hidden + sites
+    auto = choose_method(n, n_par, complex_jac=True)
+    other = "minsr" if auto == "sr" else "sr"
+    update2 = natural_gradient(log_psi, params, samples, e_loc, mesh=mesh,
+                               preconditioner=sr(diag_shift=5e-3, method=other))
+    assert len(solves) == 2  # a static option: a new program
+    ref2 = sr_direction(jac, e_loc, diag_shift=5e-3, method=other, mesh=mesh)
+    np.testing.assert_allclose(np.asarray(ravel_pytree(update2)[0]), np.asarray(ref2), rtol=1e-8, atol=1e-10)
+    natural_gradient(log_psi, params, samples, e_loc, mesh=mesh)  # default sr(): compiles
+    natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, preconditioner=sr())
+    assert len(solves) == 3  # sr() equals the default: the same program
+    with tuning.override(sr_block_bytes=2**20):  # other tuning in force: another program
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh)
+    assert len(solves) == 4
+    with tuning.override(gram_precision="float64"):  # the tuning of the first calls: cached
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, preconditioner=sr(diag_shift=0.1))
+    assert len(solves) == 4
     with pytest.raises(TypeError, match="diag_shft"):
-        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shft=1e-3)
-    with pytest.raises(TypeError, match="block_size"):
-        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, block_size=[3])
+        sr(diag_shft=1e-3)
+    with pytest.raises(TypeError, match="diag_shift"):  # SR options are the preconditioner's now
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=1e-3)
     with pytest.raises(ValueError, match="diag_shift"):
-        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, diag_shift=-1.0)
+        natural_gradient(log_psi, params, samples, e_loc, mesh=mesh, preconditioner=sr(diag_shift=-1.0))
+    with pytest.raises(TypeError, match="real direction"):  # complex parameters need real_params=False
+        cparams = jax.tree.map(lambda x: x.astype(jnp.complex128), params)
+        natural_gradient(lambda p, s: s.astype(p["b"].dtype) @ p["b"], cparams, samples, e_loc, mesh=mesh,
+                         holomorphic=True, preconditioner=sr())
 
 
 def test_unravel_like_follows_ravel_pytree_order_and_dtypes(rng):
@@ -381,8 +388,9 @@ def test_bad_arguments_raise_clear_errors():
         sr_direction(O, e, method="cg")
     with pytest.raises(ValueError, match="diag_shift"):
         sr_direction(O, e, diag_shift=-1.0)
-    with pytest.raises(ValueError, match="block_size"):
-        sr_direction(O, e, block_size=0)
+    for removed in ("block_size", "momentum", "previous", "gram_precision"):  # tuning / spring now
+        with pytest.raises(TypeError, match=removed):
+            sr_direction(O, e, **{removed: 1})
     with pytest.raises(TypeError, match="complex update"):
         unravel_like(jnp.ones(3, jnp.complex128), {"w": jnp.ones(3)})
     with pytest.raises(ValueError, match="shape"):
