@@ -2,11 +2,13 @@
 
 Targets (relative error): 4x4 Heisenberg <= 2e-5, 4x4 J1-J2 (J2 = 0.5) <= 1e-3,
 Heisenberg chain L = 20 <= 1e-5, each within 15 minutes on a 2-core CPU. Every
-system runs `quantax-lite train` with the options listed below on top of the
-command's defaults (translation symmetry, float32 network, 1024 samples per step,
-learning rate 0.02; its own output directory under --out), then the table is printed
-and written as JSON. The final energies come from many fresh samples, so that their
-error bars are small against the targets.
+system runs `quantax-lite train` (through its public entry point
+``quantax_lite.cli.main([...])``, which returns the exit status) with the options listed
+below on top of the command's defaults (translation symmetry, float32 network, 1024
+samples per step, learning rate 0.02; its own output directory under --out, resumed
+when it holds checkpoints); its row is read from the run's ``summary.json``. Then the
+table is printed and written as JSON. The final energies come from many fresh samples,
+so that their error bars are small against the targets.
 
     python benchmarks/accuracy.py [--quick] [--only NAME] [--out DIR] [--json PATH]
 """
@@ -52,7 +54,7 @@ def main(argv=None):
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "accuracy.json"))
     args = parser.parse_args(argv)
 
-    from quantax_lite.cli import build_parser, train
+    from quantax_lite import cli
 
     rows = []
     for name in args.only or SYSTEMS:
@@ -61,11 +63,14 @@ def main(argv=None):
         if args.quick:
             opts += ["--iters", "30", "--samples", "256", "--eval-samples", "4096"]
         out = os.path.join(args.out, name + ("_quick" if args.quick else ""))
-        resume = bool(list_checkpoints(out))
-        cli_args = build_parser().parse_args(["train", *opts, "--out", out, "--no-progress"]
-                                             + (["--resume"] if resume else []))
+        resume = bool(list_checkpoints(out))  # continue a run that has checkpoints
         t0 = time.perf_counter()
-        summary = train(cli_args)
+        status = cli.main(["train", *opts, "--out", out, "--no-progress"] + (["--resume"] if resume else []))
+        if status != 0:
+            raise SystemExit(f"accuracy: {name}: quantax-lite train exited with status {status} (see above; "
+                             f"its run folder is {out})")
+        with open(os.path.join(out, "summary.json")) as fh:
+            summary = json.load(fh)
         rows.append({
             "system": name, "target": spec["target"], "relative_error": summary["relative_error"],
             "relative_error_bar": summary["energy_error"] / abs(summary["exact_energy"]),

@@ -1,15 +1,18 @@
 """Per-sample Jacobian throughput and memory, and SR / MinSR solve times.
 
-Jacobian. The default 6x6 symmetrized network of ``quantax_lite.models.make_conv_nqs``
-(16 channels, depth 4, kernel 3: 19040 real parameters; full group translations x C4v
-x spin inversion, merged to 16 images per sample with ``merge_translations=True``),
-in both convolution forms (``conv="gather"``, ``conv="lax"``) and both precisions.
+Jacobian. The default 6x6 symmetrized network of ``quantax_lite.make_conv_nqs``
+(16 channels, depth 4, kernel 3: 18752 real parameters; full group translations x C4v
+x spin inversion, merged to 16 images per sample, the library's default), in two
+convolution forms (``quantax_lite.tuning.override(conv_form="gather")`` and
+``conv_form="lax"``, set around building and compiling) and both precisions.
 For each chunk size the jitted ``make_jacobian(model.apply, chunk_size=c)`` is compiled
 for a fixed batch, its per-device scratch memory read from
 ``compiled.memory_analysis().temp_size_in_bytes``, and its throughput (samples/s)
 measured: the first run after compilation, then the median of ``--repeat`` more runs
 when one run is short. The lax form is very slow under ``vmap(grad)`` on XLA:CPU, so its
 batch is smaller, and a chunk size predicted to exceed ``--budget`` seconds is not timed.
+On several devices the all-gathers of the compiled program are counted, and those of
+the same program traced with ``tuning.override(jacobian_shard_batch=False)`` (GSPMD).
 
 Solve. ``sr_direction`` on a random complex64 Jacobian (a float32 network; real
 parameters, i.e. the real formulation), solved in float64, for (n_samples, n_params)
@@ -95,15 +98,10 @@ def timed(fn, args, repeat: int, short: float = 5.0):
 
 
 def bench_jacobian(args, n_dev):
-    import jax
-    import jax.numpy as jnp
     import numpy as np
 
-    from quantax_lite.jacobian import jacobian, make_jacobian
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import count_params, make_conv_nqs
-    from quantax_lite.symmetry import full_symmetry
-    from quantax_lite.utils import batch_sharding, make_mesh
+    from quantax_lite import Square, tuning
+    from quantax_lite.utils import make_mesh
 
     lattice = Square(4) if args.quick else Square(6)
     arch = dict(channels=4, depth=1) if args.quick else {}  # quick: a small 4x4 network
@@ -120,50 +118,62 @@ def bench_jacobian(args, n_dev):
     rng = np.random.default_rng(0)
     rows = []
     for conv, dtype, per_device, chunk_sizes in configs:
-        model = make_conv_nqs(
-            lattice, full_symmetry(lattice), dtype=getattr(jnp, dtype), conv=conv,
-            merge_translations=True, **arch,
+        # the convolution form is a speed choice, read when a program is traced: build,
+        # trace and compile inside the override (one fresh jitted function per case)
+        with tuning.override(conv_form=conv):
+            rows += jacobian_rows(args, lattice, arch, mesh, rng, n_dev, conv, dtype, per_device, chunk_sizes)
+    return rows
+
+
+def jacobian_rows(args, lattice, arch, mesh, rng, n_dev, conv, dtype, per_device, chunk_sizes):
+    """The rows of one (conv, dtype) configuration; called inside its tuning override."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from quantax_lite import count_params, full_symmetry, jacobian, make_conv_nqs, make_jacobian, tuning
+    from quantax_lite.utils import batch_sharding
+
+    rows = []
+    model = make_conv_nqs(lattice, full_symmetry(lattice), dtype=getattr(jnp, dtype), **arch)
+    n = per_device * n_dev
+    s = rng.choice(np.array([-1, 1], np.int8), size=(n, lattice.n_sites))
+    samples = jax.device_put(jnp.asarray(s), batch_sharding(mesh, 2))
+    params = model.init(jax.random.key(0), samples[:2])
+    n_params = count_params(params)
+    rate = None
+    seen = set()
+    for c in chunk_sizes:
+        c_eff = min(c, per_device)
+        if c_eff in seen:
+            continue
+        seen.add(c_eff)
+        fn = make_jacobian(model.apply, chunk_size=c_eff, mesh=mesh)
+        t0 = time.perf_counter()
+        compiled = fn.lower(params, samples).compile()
+        t_compile = time.perf_counter() - t0
+        mem = compiled.memory_analysis()
+        row = dict(
+            lattice=lattice.name, conv=conv, dtype=dtype, n_params=n_params, n_samples=n,
+            chunk_size=c_eff, devices=n_dev, compile_s=round(t_compile, 2),
+            temp_MiB=round(mem.temp_size_in_bytes / 2**20, 2),
+            output_MiB=round(mem.output_size_in_bytes / 2**20, 2),
         )
-        n = per_device * n_dev
-        s = rng.choice(np.array([-1, 1], np.int8), size=(n, lattice.n_sites))
-        samples = jax.device_put(jnp.asarray(s), batch_sharding(mesh, 2))
-        params = model.init(jax.random.key(0), samples[:2])
-        n_params = count_params(params)
-        rate = None
-        seen = set()
-        for c in chunk_sizes:
-            c_eff = min(c, per_device)
-            if c_eff in seen:
-                continue
-            seen.add(c_eff)
-            fn = make_jacobian(model.apply, chunk_size=c_eff, mesh=mesh)
-            t0 = time.perf_counter()
-            compiled = fn.lower(params, samples).compile()
-            t_compile = time.perf_counter() - t0
-            mem = compiled.memory_analysis()
-            row = dict(
-                lattice=lattice.name, conv=conv, dtype=dtype, n_params=n_params, n_samples=n,
-                chunk_size=c_eff, devices=n_dev, compile_s=round(t_compile, 2),
-                temp_MiB=round(mem.temp_size_in_bytes / 2**20, 2),
-                output_MiB=round(mem.output_size_in_bytes / 2**20, 2),
-            )
-            predicted = None if rate is None else n / rate
-            if predicted is not None and predicted > args.budget:
-                row.update(samples_per_s=None, note=f"not timed: predicted {predicted:.0f} s > budget")
-            else:
-                sec, runs = timed(compiled, (params, samples), args.repeat)
-                rate = n / sec
-                row.update(samples_per_s=round(rate, 2), seconds=round(sec, 3), runs=runs)
-            if n_dev > 1:
-                row["all_gathers"] = collective_counts(compiled.as_text())["all-gather"]
-                fn_gspmd = jax.jit(
-                    lambda p, x, c=c_eff: jacobian(model.apply, p, x, chunk_size=c, mesh=mesh, shard_batch=False)
-                )
-                row["all_gathers_shard_batch_false"] = collective_counts(
-                    fn_gspmd.lower(params, samples).compile().as_text()
-                )["all-gather"]
-            rows.append(row)
-            print_jacobian_row(row)
+        predicted = None if rate is None else n / rate
+        if predicted is not None and predicted > args.budget:
+            row.update(samples_per_s=None, note=f"not timed: predicted {predicted:.0f} s > budget")
+        else:
+            sec, runs = timed(compiled, (params, samples), args.repeat)
+            rate = n / sec
+            row.update(samples_per_s=round(rate, 2), seconds=round(sec, 3), runs=runs)
+        if n_dev > 1:
+            row["all_gathers"] = collective_counts(compiled.as_text())["all-gather"]
+            with tuning.override(jacobian_shard_batch=False):  # GSPMD partitions the batch
+                fn_gspmd = jax.jit(lambda p, x, c=c_eff: jacobian(model.apply, p, x, chunk_size=c, mesh=mesh))
+                gspmd = fn_gspmd.lower(params, samples).compile()
+            row["all_gathers_shard_batch_false"] = collective_counts(gspmd.as_text())["all-gather"]
+        rows.append(row)
+        print_jacobian_row(row)
     return rows
 
 
@@ -192,7 +202,7 @@ def bench_solve(args):
     import jax
     import jax.numpy as jnp
 
-    from quantax_lite.sr import sr_direction
+    from quantax_lite import sr_direction
 
     cases = [(256, 1000), (512, 2000)] if args.quick else [(1024, 5000), (4096, 20000), (8192, 100000)]
     methods = {(512, 2000): ("minsr",)} if args.quick else {}
@@ -237,7 +247,7 @@ def collectives_of_solves(n_dev):
     import jax
     import jax.numpy as jnp
 
-    from quantax_lite.sr import sr_direction
+    from quantax_lite import sr_direction
     from quantax_lite.utils import batch_sharding, make_mesh
 
     mesh = make_mesh()
@@ -263,7 +273,7 @@ def main(argv=None):
     )
     print(f"# jax {jax.__version__}, {n_dev} {jax.default_backend()} device(s), {os.cpu_count()} CPU cores")
     if not args.skip_jacobian:
-        print("\n## Jacobian (per-sample d log psi / d theta, shard_batch=True)")
+        print("\n## Jacobian (per-sample d log psi / d theta, one shard_map per device: the default)")
         print(f"{'lat':>5} {'conv':>6} {'dtype':>7} {'params':>6} {'N':>5} {'chunk':>5} {'samples/s':>10} "
               f"{'temp MiB':>9} {'out MiB':>8} {'compile':>7}")
         result["jacobian"] = bench_jacobian(args, n_dev)

@@ -1,12 +1,15 @@
 """GSPMD vs shard_map: collectives, time and memory of the chunked per-sample Jacobian.
 
 What is measured. The per-sample Jacobian ``O = d log psi / d theta`` of the symmetrized
-periodic-conv network ``make_conv_nqs(Square(L), full_symmetry(Square(L)), conv=...)``,
-computed by ``quantax_lite.jacobian.jacobian(log_psi, params, samples, chunk_size=c,
-shard_batch=...)`` inside one ``jax.jit``, for
+periodic-conv network ``make_conv_nqs(Square(L), full_symmetry(Square(L)))``, computed by
+``quantax_lite.jacobian(log_psi, params, samples, chunk_size=c)`` inside one ``jax.jit``
+traced in ``quantax_lite.tuning.override(conv_form=conv, jacobian_shard_batch=...)``
+(the convolution form and the sharding mode are speed choices of the library, read when
+the program is traced), for
 
 * ``shard_batch=False``: GSPMD partitions the global batch of every chunk over the mesh;
-* ``shard_batch=True``: one ``jax.shard_map``; each device scans over chunks of its own shard.
+* ``shard_batch=True`` (the library's default): one ``jax.shard_map``; each device scans
+  over chunks of its own shard.
 
 For every device count D, chunk size c and mode the script records, from the compiled
 program: the collectives (all-gather, all-reduce, all-to-all, collective-permute,
@@ -31,11 +34,12 @@ XLA 0.10.2 fails to compile the float64 readout matmul as a Triton GEMM ("Couldn
 output tile sizes that satisfy hlo"); cuBLAS does it instead, with the same collectives.
 
 Sizes (every one is an option). CPU default: 6x6 lattice, full space group (576
-elements) merged over translations (``merge_translations=True``: 16 network images per
-sample, the same log psi), 4 channels, depth 1 (368 parameters; the 6x6 default, 16
-channels and depth 4, is tens of times slower per sample here), float64, 64 samples per
-device, D = 1 2 4 8; conv ``lax`` (the case GSPMD all-gathers) at chunks 4 16 64, conv
-``gather`` (no all-gathers in either mode) at chunk 4; then the compile-only topologies
+elements) merged over translations (the library's default: 16 network images per
+sample, the same log psi; ``--no-merge`` traces ``make_conv_nqs`` in
+``tuning.override(merge_translations=False)``), 4 channels, depth 1 (344 parameters; the
+6x6 default, 16 channels and depth 4, is tens of times slower per sample here), float64,
+64 samples per device, D = 1 2 4 8; conv ``lax`` (the case GSPMD all-gathers) at chunks
+4 16 64, conv ``gather`` (no all-gathers in either mode) at chunk 4; then the compile-only topologies
 1x1x8 1x2x4 1x8x8 (same convs and chunks), or a note saying why they could not be compiled. GPU
 default: the default 6x6 architecture (16 channels, depth 4), 256 samples per device,
 D = 8 4 2 1 (as many as the machine has), a 9-minute deadline after which the remaining
@@ -185,44 +189,50 @@ def hlo_collectives(text: str) -> dict:
 # --------------------------------------------------------------------------- #
 
 
-def make_network(L: int, conv: str, channels: int | None, depth: int | None, dtype: str, merge: bool):
-    """``make_conv_nqs(Square(L), full_symmetry(Square(L)), ...)`` and its lattice."""
+def make_network(L: int, channels: int | None, depth: int | None, dtype: str, merge: bool):
+    """``make_conv_nqs(Square(L), full_symmetry(Square(L)), ...)`` and its lattice; ``merge``
+    False: built in ``tuning.override(merge_translations=False)`` (every group image).
+
+    The convolution form is not part of the network: it is chosen when a program that
+    evaluates it is traced (``conv`` of :func:`compile_jacobian`)."""
     import jax.numpy as jnp
 
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import make_conv_nqs
-    from quantax_lite.symmetry import full_symmetry
+    from quantax_lite import Square, full_symmetry, make_conv_nqs, tuning
 
     lattice = Square(L)
-    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=channels, depth=depth,
-                          dtype=getattr(jnp, dtype), conv=conv, merge_translations=merge)
+    with tuning.override(merge_translations=bool(merge)):
+        model = make_conv_nqs(lattice, full_symmetry(lattice), channels=channels, depth=depth,
+                              dtype=getattr(jnp, dtype))
     return model, lattice
 
 
-def network_of(spec: dict, conv: str):
+def network_of(spec: dict):
     """:func:`make_network` with the sizes of a run's ``spec``."""
-    return make_network(spec["L"], conv, spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
+    return make_network(spec["L"], spec["channels"], spec["depth"], spec["dtype"], spec["merge"])
 
 
 def random_samples(n: int, n_sites: int, seed: int = 0):
     """(n, n_sites) int8 +1/-1 configurations with total S^z = 0 (n_sites even)."""
     import jax
 
-    from quantax_lite.hilbert import random_states
+    from quantax_lite import random_states
 
     return jax.device_get(random_states(jax.random.key(seed), n_sites, n, total_sz=0))
 
 
-def compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch):
-    """The compiled ``jit(jacobian(log_psi, ., ., chunk_size, shard_batch, mesh))`` for the
-    given (concrete or ``ShapeDtypeStruct``) params and samples; (compiled, seconds)."""
+def compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch, conv):
+    """The compiled ``jit(jacobian(log_psi, ., ., chunk_size=chunk_size, mesh=mesh))``, traced
+    in ``tuning.override(conv_form=conv, jacobian_shard_batch=shard_batch)``, for the given
+    (concrete or ``ShapeDtypeStruct``) params and samples; (compiled, seconds)."""
     import jax
 
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite import jacobian, tuning
 
-    fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=chunk_size, shard_batch=shard_batch, mesh=mesh))
     t0 = time.perf_counter()
-    compiled = fn.lower(params, samples).compile()
+    with tuning.override(conv_form=conv, jacobian_shard_batch=bool(shard_batch)):
+        # a fresh function per case: jit caches traces by function identity
+        fn = jax.jit(lambda p, s: jacobian(log_psi, p, s, chunk_size=chunk_size, mesh=mesh))
+        compiled = fn.lower(params, samples).compile()
     return compiled, time.perf_counter() - t0
 
 
@@ -244,14 +254,16 @@ def compiled_stats(compiled) -> dict:
     return stats
 
 
-def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, long=5.0):
+def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, long=5.0, *, conv):
     """Compile, count collectives, run and time one Jacobian case.
 
     Args:
       log_psi, params: the network.
       samples: (N, n_sites) configurations placed sample-sharded on ``mesh``.
       mesh: the device mesh (its size is the device count D).
-      chunk_size, shard_batch: passed to ``quantax_lite.jacobian.jacobian``.
+      chunk_size: passed to ``quantax_lite.jacobian``.
+      shard_batch, conv: the speed choices ``jacobian_shard_batch`` and ``conv_form`` the
+        program is traced with (:func:`compile_jacobian`).
       repeat: timed calls after one warm-up call (the median is reported); a warm-up that
         takes longer than ``long`` seconds is followed by one timed call only, and one longer
         than ``5 * long`` is itself the measurement (``runs=0``: one-time costs are negligible
@@ -265,7 +277,7 @@ def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, l
     import jax
     import numpy as np
 
-    compiled, t_compile = compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch)
+    compiled, t_compile = compile_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch, conv)
     row = dict(devices=int(np.prod(mesh.devices.shape)), chunk_size=chunk_size, shard_batch=bool(shard_batch),
                n_samples=int(samples.shape[0]), compile_s=round(t_compile, 2))
     row.update(compiled_stats(compiled))
@@ -302,14 +314,14 @@ def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
     """Every (conv, chunk, mode) case on a mesh over ``devices``; prints rows as they finish."""
     import jax
 
-    from quantax_lite.models import count_params
+    from quantax_lite import count_params
     from quantax_lite.utils import make_mesh, replicate, shard_batch_array
 
     mesh = make_mesh(devices)
     D = len(devices)
     rows = []
     for conv in spec["convs"]:
-        model, lattice = network_of(spec, conv)
+        model, lattice = network_of(spec)
         s = random_samples(D * spec["per_device"], lattice.n_sites, seed=1)
         params = model.init(jax.random.key(0), s[:1])
         samples, params = shard_batch_array(s, mesh), replicate(params, mesh)
@@ -323,7 +335,8 @@ def run_device_count(spec: dict, devices, deadline: float | None) -> list[dict]:
                     print(format_row(rows[-1]), flush=True)
                     continue
                 try:
-                    row, O = measure(model.apply, params, samples, mesh, c, sb, spec["repeat"], spec["long"])
+                    row, O = measure(model.apply, params, samples, mesh, c, sb, spec["repeat"], spec["long"],
+                                     conv=conv)
                 except Exception as err:  # record it, go on with the other cases
                     rows.append(dict(common, devices=D, chunk_size=c, shard_batch=sb,
                                      error=f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"))
@@ -359,7 +372,7 @@ def run_topologies(spec: dict) -> list[dict]:
     import jax
     import jax.numpy as jnp
 
-    from quantax_lite.models import count_params
+    from quantax_lite import count_params
     from quantax_lite.utils import batch_sharding, make_precompile_mesh, replicated_sharding
 
     target = None
@@ -378,7 +391,7 @@ def run_topologies(spec: dict) -> list[dict]:
         D = mesh.devices.size
         kind = mesh.devices.flat[0].device_kind
         for conv in spec["convs"]:
-            model, lattice = network_of(spec, conv)
+            model, lattice = network_of(spec)
             shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, lattice.n_sites), jnp.int8))
             params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated_sharding(mesh)),
                                   shapes)
@@ -390,7 +403,7 @@ def run_topologies(spec: dict) -> list[dict]:
                                n_params=count_params(shapes), n_images=_n_images(model),
                                n_samples=samples.shape[0], chunk_size=c, shard_batch=sb)
                     try:
-                        compiled, t = compile_jacobian(model.apply, params, samples, mesh, c, sb)
+                        compiled, t = compile_jacobian(model.apply, params, samples, mesh, c, sb, conv)
                         row.update(compiled_stats(compiled), compile_s=round(t, 2))
                     except Exception as err:
                         row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"

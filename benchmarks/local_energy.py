@@ -1,9 +1,14 @@
 """Local-energy throughput and compiled memory vs. chunk size.
 
 System: the 6x6 J1-J2 Heisenberg model (J2 = 0.5, Marshall sign) with the symmetrized
-convolutional network of ``quantax_lite.models.make_conv_nqs`` (full symmetry group:
-translations x C4v x spin inversion, 576 elements, merged to 16 images per sample with
-``merge_translations=True`` unless ``--no-merge``).
+convolutional network of ``quantax_lite.make_conv_nqs`` (full symmetry group:
+translations x C4v x spin inversion, 576 elements, merged to 16 images per sample, the
+library's default; ``--no-merge`` builds it in
+``quantax_lite.tuning.override(merge_translations=False)``).
+
+The speed choices compared are set with ``quantax_lite.tuning.override`` around building
+and compiling: ``--conv`` is the convolution form (``conv_form``; default ``gather``,
+``auto`` is the library's own choice).
 
 For each chunk size ``c`` (samples per device per step) the local-energy function
 ``make_local_energy(H, model.apply, chunk_size=c)`` is compiled for a batch of
@@ -33,6 +38,10 @@ import platform
 import sys
 import time
 
+# "auto" and quantax_lite.tuning.CONV_FORMS (not imported here: jax must not be loaded
+# before simulate_cpu_devices)
+CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--depth", type=int, default=None, help="default: the 6x6 default (4)")
     p.add_argument("--kernel-size", type=int, default=None)
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="network dtype")
-    p.add_argument("--conv", choices=("gather", "lax"), default="gather")
+    p.add_argument("--conv", choices=CONV_CHOICES, default="gather",
+                   help="convolution form (tuning conv_form; auto: the library's choice)")
     p.add_argument("--no-merge", action="store_true", help="evaluate all 576 group images per sample")
     p.add_argument("--J2", type=float, default=0.5)
     p.add_argument("--repeat", type=int, default=3)
@@ -59,16 +69,25 @@ def main(argv=None):
     args = parse_args(argv)
     simulate_cpu_devices(args.devices)  # before jax is imported
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     jax.config.update("jax_enable_x64", True)  # float64 matrix elements and energies
 
-    from quantax_lite.hilbert import random_states
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import count_params, make_conv_nqs
-    from quantax_lite.operators import Heisenberg, make_local_energy
-    from quantax_lite.symmetry import full_symmetry
+    from quantax_lite import tuning
+
+    # the network, the probe and every local-energy program are built and traced here
+    with tuning.override(conv_form=args.conv, merge_translations=not args.no_merge):
+        return run(args)
+
+
+def run(args):
+    """The measurement (called inside the tuning override of ``args``)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from quantax_lite import (
+        Heisenberg, Square, count_params, full_symmetry, make_conv_nqs, make_local_energy, random_states,
+    )
 
     if args.quick:
         chunk_sizes = args.chunk_sizes or [8, 16, 32]
@@ -83,10 +102,7 @@ def main(argv=None):
     ham = Heisenberg(lattice, J1=1.0, J2=args.J2, marshall_sign=True)
     sym = full_symmetry(lattice)
     dtype = jnp.float32 if args.dtype == "float32" else jnp.float64
-    model = make_conv_nqs(
-        lattice, sym, channels=channels, depth=depth, kernel_size=args.kernel_size,
-        dtype=dtype, conv=args.conv, merge_translations=not args.no_merge,
-    )
+    model = make_conv_nqs(lattice, sym, channels=channels, depth=depth, kernel_size=args.kernel_size, dtype=dtype)
     key = jax.random.PRNGKey(0)
     params = model.init(key, jnp.ones((1, lattice.n_sites), jnp.int8))
     n_params = count_params(params)

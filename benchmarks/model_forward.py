@@ -1,10 +1,13 @@
 """Forward throughput and compiled memory of the symmetrized 6x6 network vs batch size.
 
-Model: ``quantax_lite.models.make_conv_nqs(Square(6), full_symmetry(Square(6)))`` -- the
-default 6x6 architecture (16 channels, depth 4, kernel 3: 19040 parameters) projected on
-translations x C4v x spin inversion (576 elements, so 576 network images per sample).
-For comparison the same network with ``merge_translations=True`` (16 images per sample,
-the same log psi up to rounding) is measured too, unless ``--no-merged``.
+Model: ``quantax_lite.make_conv_nqs(Square(6), full_symmetry(Square(6)))`` -- the
+default 6x6 architecture (16 channels, depth 4, kernel 3: 18752 parameters) projected on
+translations x C4v x spin inversion (576 elements). Variant "full" is built in
+``quantax_lite.tuning.override(merge_translations=False)`` (576 network images per
+sample); variant "merged" is the library's default, merged over translations (16 images
+per sample, the same log psi up to rounding), measured too unless ``--no-merged``.
+The convolution form is ``--conv`` (``tuning.override(conv_form=...)`` around building
+and compiling; default ``gather``, ``auto`` is the library's own choice).
 
 Samples are placed sharded over the devices (``shard_batch_array``), parameters
 replicated. log psi is evaluated through ``quantax_lite.utils.chunk_map(model.apply, in_axes=(None, 0),
@@ -16,10 +19,11 @@ aliased), then -- unless the predicted time exceeds ``--budget`` seconds -- it i
 to warm up and timed (median of ``--repeat`` runs).
 
 A second table: the per-sample gradient ``jax.jit(jax.vmap(jax.grad(Re log psi)))`` of the
-default 4x4 network (bare ConvResNet, 8 channels, depth 2: 2512 parameters) on
-``--grad-samples`` samples (default 1024; 256 with ``--quick``), ``conv="gather"`` vs ``conv="lax"``, float32
-and float64 (on one device, no chunking). On XLA:CPU the lax.conv weight gradient of a
-vmapped per-sample gradient is a grouped convolution, very slow in float64.
+default 4x4 network (bare ConvResNet, 8 channels, depth 2: 2432 parameters) on
+``--grad-samples`` samples (default 1024; 256 with ``--quick``), traced in
+``tuning.override(conv_form="gather")`` vs ``conv_form="lax"``, float32 and float64 (on
+one device, no chunking). On XLA:CPU the lax.conv weight gradient of a vmapped
+per-sample gradient is a grouped convolution, very slow in float64.
 
     python benchmarks/model_forward.py            # default network, batches 8 16 32 64
     python benchmarks/model_forward.py --quick    # 4 channels, depth 1, < 1 minute
@@ -41,6 +45,10 @@ import platform
 import sys
 import time
 
+# "auto" and quantax_lite.tuning.CONV_FORMS (not imported here: jax must not be loaded
+# before simulate_cpu_devices)
+CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,7 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--depth", type=int, default=None, help="default: the 6x6 default (4)")
     p.add_argument("--kernel-size", type=int, default=None, help="default: 3")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="network dtype (default float64)")
-    p.add_argument("--conv", choices=("gather", "lax"), default="gather")
+    p.add_argument("--conv", choices=CONV_CHOICES, default="gather",
+                   help="convolution form of the forward table (tuning conv_form; auto: the library's choice)")
     p.add_argument("--no-merged", action="store_true", help="skip the merged-translations (16 images) variant")
     p.add_argument("--grad-samples", type=int, default=None,
                    help="samples of the per-sample gradient table (default 1024, --quick 256; 0: skip)")
@@ -68,14 +77,30 @@ def main(argv=None):
     args = parse_args(argv)
     simulate_cpu_devices(args.devices)  # before jax is imported
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     jax.config.update("jax_enable_x64", True)
 
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import count_params, make_conv_nqs
-    from quantax_lite.symmetry import full_symmetry
+    from quantax_lite import tuning
+
+    # the networks and every forward program are built and traced in the override
+    with tuning.override(conv_form=args.conv):
+        rows, header = forward_table(args)
+    grad_rows = per_sample_gradient_table(args) if args.grad_samples else []
+    result = dict(header, rows=rows, per_sample_gradient=grad_rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"# wrote {args.json}")
+    return result
+
+
+def forward_table(args):
+    """The forward rows and the header (called inside the ``--conv`` tuning override)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from quantax_lite import Square, count_params, full_symmetry, make_conv_nqs, tuning
     from quantax_lite.utils import chunk_map, make_mesh, replicated_sharding, shard_batch_array
 
     if args.quick:
@@ -93,13 +118,11 @@ def main(argv=None):
     sym = full_symmetry(lattice)
     dtype = jnp.float32 if args.dtype == "float32" else jnp.float64
     variants = [("full", False)] + ([] if args.no_merged else [("merged", True)])
-    models = {
-        name: make_conv_nqs(
-            lattice, sym, channels=channels, depth=depth, kernel_size=args.kernel_size,
-            dtype=dtype, conv=args.conv, merge_translations=merge,
-        )
-        for name, merge in variants
-    }
+    models = {}
+    for name, merge in variants:
+        with tuning.override(merge_translations=merge):
+            models[name] = make_conv_nqs(lattice, sym, channels=channels, depth=depth,
+                                         kernel_size=args.kernel_size, dtype=dtype)
     base = models["full"].base
     rng = np.random.default_rng(0)
     probe = np.ones((1, lattice.n_sites), np.int8)
@@ -196,14 +219,7 @@ def main(argv=None):
                     f"{sps} {temp / mib:9.1f} {peak / mib:9.1f}"
                 )
                 sys.stdout.flush()
-
-    grad_rows = per_sample_gradient_table(args) if args.grad_samples else []
-    result = dict(header, rows=rows, per_sample_gradient=grad_rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"# wrote {args.json}")
-    return result
+    return rows, header
 
 
 def per_sample_gradient_table(args):
@@ -212,8 +228,7 @@ def per_sample_gradient_table(args):
     import jax.numpy as jnp
     import numpy as np
 
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import make_conv_nqs
+    from quantax_lite import Square, make_conv_nqs, tuning
 
     n = args.grad_samples
     rng = np.random.default_rng(1)
@@ -226,15 +241,16 @@ def per_sample_gradient_table(args):
     rows = []
     for dtype in (jnp.float32, jnp.float64):
         params = None
+        model = make_conv_nqs(Square(4), None, dtype=dtype)
         for conv in ("gather", "lax"):
-            model = make_conv_nqs(Square(4), None, dtype=dtype, conv=conv)
             if params is None:  # the same parameters for both implementations
                 shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), s[:1])
                 params = jax.tree_util.tree_map(lambda x: (0.2 * rng.normal(size=x.shape)).astype(x.dtype), shapes)
-            grad = jax.vmap(jax.grad(lambda p, x: model.apply(p, x[None])[0].real), in_axes=(None, 0))
             p_dev, s_dev = jax.device_put((params, s), device)
             t0 = time.perf_counter()
-            compiled = jax.jit(grad).lower(p_dev, s_dev).compile()
+            with tuning.override(conv_form=conv):  # a fresh function, traced in the override
+                grad = jax.vmap(jax.grad(lambda p, x: model.apply(p, x[None])[0].real), in_axes=(None, 0))
+                compiled = jax.jit(grad).lower(p_dev, s_dev).compile()
             compile_s = time.perf_counter() - t0
             jax.block_until_ready(compiled(p_dev, s_dev))
             times = []

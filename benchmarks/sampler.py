@@ -1,9 +1,11 @@
 """Metropolis sampler throughput: sweeps/s and samples/s, chunked vs unchunked log_psi.
 
-The network is the project's default for the lattice: ``make_conv_nqs(lattice,
-full_symmetry(lattice))`` (6x6: ConvResNet C=16, depth 4, k=3, projected on the
-576-element group). Every proposal evaluates log_psi on the whole chain batch, so one
-sweep costs ``sweep_size`` (default n_sites) network evaluations of n_chains states.
+The network is the project's default for the lattice: ``quantax_lite.make_conv_nqs(lattice,
+full_symmetry(lattice))`` (6x6: ConvResNet C=16, depth 4, k=3, 18752 parameters,
+projected on the 576-element group, evaluated on 16 images per sample: merged over
+translations), with the library's own speed choices (``quantax_lite.tuning``). Every
+proposal evaluates log_psi on the whole chain batch, so one sweep costs ``sweep_size``
+(default n_sites) network evaluations of n_chains states.
 
     python benchmarks/sampler.py               # 6x6, 1024 and 8192 chains (a GPU job)
     python benchmarks/sampler.py --quick       # 4x4, few chains, short sweeps (< 1 min on CPU)
@@ -66,10 +68,8 @@ def main(argv=None):
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    from quantax_lite.lattice import Square
-    from quantax_lite.models import count_params, make_conv_nqs
-    from quantax_lite.sampler import Exchange, MetropolisSampler, acceptance_rate
-    from quantax_lite.symmetry import full_symmetry
+    from quantax_lite import Exchange, MetropolisSampler, Square, count_params, full_symmetry, make_conv_nqs
+    from quantax_lite.sampler import acceptance_rate
 
     lattice = Square(args.L)
     symmetry = full_symmetry(lattice)

@@ -33,8 +33,8 @@ def reference_jacobian(log_psi, params, samples):
 
 @pytest.fixture(scope="module")
 def network(bench):
-    """A tiny symmetrized lax-conv network on 4x4, its parameters and 32 samples."""
-    model, lattice = bench.make_network(4, "lax", channels=2, depth=0, dtype="float64", merge=True)
+    """A tiny symmetrized network on 4x4 (measured in the lax conv form), its parameters and 32 samples."""
+    model, lattice = bench.make_network(4, channels=2, depth=0, dtype="float64", merge=True)
     s = bench.random_samples(32, lattice.n_sites, seed=int(np.random.default_rng().integers(2**31)))
     assert s.shape == (32, 16) and s.dtype == np.int8 and np.all(s.sum(axis=1) == 0)
     params = model.init(jax.random.key(int(np.random.default_rng().integers(2**31))), s[:1])
@@ -52,7 +52,7 @@ def test_all_gathers_and_equal_jacobians(bench, network, n_devices):
     rows, jacs = {}, {}
     for shard_batch in (False, True):
         rows[shard_batch], jacs[shard_batch] = bench.measure(
-            model.apply, placed, samples, mesh, chunk_size=2, shard_batch=shard_batch, repeat=1
+            model.apply, placed, samples, mesh, chunk_size=2, shard_batch=shard_batch, repeat=1, conv="lax"
         )
     gathers = {sb: r["collectives"]["all-gather"] for sb, r in rows.items()}
     assert gathers[True]["count"] == 0 and gathers[True]["bytes_per_call"] == 0
