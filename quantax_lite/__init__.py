@@ -6,15 +6,18 @@ The public API, by topic (each lives in a small module of its own):
 - lattices and symmetry: :class:`Lattice`, :func:`Chain`, :func:`Square`, :class:`Symmetry`,
   :func:`translations`, :func:`point_group`, :func:`spin_inversion`, :func:`full_symmetry`
 - configurations: :func:`random_states`, :func:`all_states`
-- Hamiltonians: :class:`Heisenberg`, :class:`TransverseFieldIsing`, :func:`local_energy`,
+- Hamiltonians: :class:`SpinHamiltonian` (the contract), :class:`BondHamiltonian`,
+  :class:`Heisenberg`, :class:`TransverseFieldIsing`, :func:`local_energy`,
   :func:`make_local_energy`
 - exact results: :func:`ground_state`, :func:`ground_state_energy`, :func:`exact_expectation`
 - networks: :func:`make_conv_nqs`, :func:`make_rbm_nqs`, :class:`ConvResNet`, :class:`Symmetrized`,
   :class:`RBM`, :func:`count_params`
-- sampling and statistics: :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
+- sampling and statistics: :class:`Sampler`, :class:`TransitionRule` (the contracts),
+  :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
   :class:`Exchange`, :class:`Mixture`, :func:`statistics`
-- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, the
-  preconditioners :func:`sr`, :func:`spring`, :func:`gradient` (:class:`Preconditioner`)
+- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, and
+  :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
+  not re-exported here, where ``quantax_lite.sr`` is the SR module)
 - the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices)
 - the driver: :class:`VMC`, :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
   :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
@@ -25,9 +28,11 @@ from .hilbert import all_states, random_states
 from .jacobian import jacobian, make_jacobian
 from .lattice import Chain, Lattice, Square
 from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
-from .operators import Heisenberg, TransverseFieldIsing, local_energy, make_local_energy
-from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, per_chain
-from .preconditioners import Preconditioner, gradient, spring, sr
+from .operators import (
+    BondHamiltonian, Heisenberg, SpinHamiltonian, TransverseFieldIsing, local_energy, make_local_energy,
+)
+from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
+from .preconditioners import Preconditioner
 from .recipes import Recipe, build
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
@@ -45,13 +50,15 @@ __all__ = [
     "Lattice", "Chain", "Square",
     "Symmetry", "translations", "point_group", "spin_inversion", "product", "full_symmetry",
     "random_states", "all_states",
-    "Heisenberg", "TransverseFieldIsing", "local_energy", "make_local_energy",
+    "SpinHamiltonian", "BondHamiltonian", "Heisenberg", "TransverseFieldIsing", "local_energy",
+    "make_local_energy",
     "ground_state", "ground_state_energy", "exact_expectation",
     "make_conv_nqs", "make_rbm_nqs", "ConvResNet", "Symmetrized", "RBM", "count_params",
-    "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture", "per_chain",
+    "Sampler", "TransitionRule", "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture",
+    "per_chain",
     "Stats", "statistics",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
-    "Preconditioner", "sr", "spring", "gradient", "Recipe", "build",
+    "Preconditioner", "Recipe", "build",
     "VMC", "VMCState", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
     "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
 ]

@@ -161,10 +161,11 @@ def ground_state(
             raise ValueError(
                 f"symmetry: acts on {symmetry.n_sites} sites, the Hamiltonian on {hamiltonian.n_sites}"
             )
-        if symmetry.lattice is not None and symmetry.lattice != hamiltonian.lattice:
+        lattice = getattr(hamiltonian, "lattice", None)
+        if symmetry.lattice is not None and lattice is not None and symmetry.lattice != lattice:
             raise ValueError(
                 f"symmetry: built for the lattice {symmetry.lattice.name}, the Hamiltonian's "
-                f"lattice is {hamiltonian.lattice.name}; build the group from the same lattice"
+                f"lattice is {lattice.name}; build the group from the same lattice"
             )
     total_sz = resolve_total_sz(hamiltonian, total_sz)
     states = all_states(hamiltonian.n_sites, total_sz)

@@ -74,8 +74,8 @@ class Recipe:
     ``TypeError`` naming the field). Each field's ``metadata["help"]`` says what it is;
     ``quantax-lite train --help`` prints the same text."""
 
-    lattice: Any = _field("4x4", str, "system", "'LxL' or 'LxxLy' square lattice (e.g. 4x4, 6x4), or 'chain:L'; "
-                          "periodic (or a quantax_lite Lattice)")
+    lattice: Any = _field("4x4", str, "system", "a periodic square or rectangular lattice 'Lx x Ly' (e.g. 4x4, "
+                          "6x4), or a chain 'chain:L' (or a quantax_lite Lattice)")
     hamiltonian: str = _field("heisenberg", str, "system", "heisenberg: H = J1 sum S.S; j1j2: adds J2 on "
                               "next-nearest bonds; tfim: H = -sum sz sz - h sum sx (Pauli units)", HAMILTONIANS)
     J2: float | None = _field(None, float, "system", "next-nearest coupling (j1j2 only; default 0.5)")

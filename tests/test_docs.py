@@ -19,3 +19,30 @@ def test_code_blocks_run(page, tmp_path, monkeypatch):
             exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)
         except Exception as err:  # name the block that failed
             raise AssertionError(f"{page.name}, python block {i} failed: {err!r}\n{code}") from err
+
+
+def _rows(name):
+    import json
+
+    data = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+    return data["rows"] if isinstance(data, dict) else data
+
+
+def test_quoted_figures_are_those_of_the_results():
+    """Figures the README and docs/benchmarks.md quote come from benchmarks/results/*.json:
+    rerunning a benchmark without updating the text (or editing the text alone) fails here."""
+    readme, bench = (ROOT / "README.md").read_text(), (ROOT / "docs" / "benchmarks.md").read_text()
+    ms = lambda seconds: f"{seconds * 1e3:.0f}"  # noqa: E731
+    w1 = {(r["group"], r["precision"], r["output"]): r for r in _rows("vmc_step.json")}
+    step = w1[("translations", "f32", "positive")]
+    assert f"{ms(step['step_s'])} ms" in readme, "README: the W1 step of vmc_step.json"
+    for r in w1.values():  # every row of the W1 table: step (median, min) and its parts
+        cells = " | ".join(ms(r[k]) for k in ("step_min_s", "sampling_s", "local_energy_s", "jacobian_s", "solve_s"))
+        assert f"{ms(r['step_s'])}** | {cells} |" in bench or f"| {ms(r['step_s'])} | {cells} |" in bench, r
+    for r in _rows("accuracy.json"):  # "9.2e-4 ± 0.9e-4": the error bar in the value's exponent
+        mantissa, exponent = f"{r['relative_error']:.1e}".split("e")
+        e = int(exponent)
+        quoted = f"{mantissa}e{e} ± {r['relative_error_bar'] / 10.0**e:.1f}e{e}"
+        for page, text in (("README.md", readme), ("benchmarks.md", bench)):
+            assert quoted in text, (page, r["system"], quoted)
+            assert f"{r['wall_time_s'] / 60:.1f}" in text, (page, r["system"], "minutes")

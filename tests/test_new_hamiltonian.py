@@ -13,7 +13,7 @@ from quantax_lite.exact import exact_expectation, ground_state_energy
 from quantax_lite.hilbert import all_states, states_to_codes
 from quantax_lite.lattice import Chain
 from quantax_lite.operators import SpinHamiltonian, local_energy, make_local_energy
-from quantax_lite.sr import sr_direction, unravel_like  # the module (quantax_lite.sr is also a preconditioner)
+from quantax_lite.sr import sr_direction, unravel_like
 
 
 # ---- the new Hamiltonian: 22 lines (25 with the blank ones), everything it needs
