@@ -45,7 +45,7 @@ default: the default 6x6 architecture (16 channels, depth 4), 256 samples per de
 D = 8 4 2 1 (as many as the machine has), a 9-minute deadline after which the remaining
 cases are skipped.
 
-    python benchmarks/jacobian_sharding.py                  # CPU, about 10 minutes on 2 cores
+    python benchmarks/jacobian_sharding.py                  # CPU, about 12 minutes on 2 cores (wall_s in the JSON)
     python benchmarks/jacobian_sharding.py --quick          # < 1 minute
     python benchmarks/jacobian_sharding.py --platform gpu   # one GPU node, < 10 minutes
     python benchmarks/jacobian_sharding.py --gpu-topologies 1x1x8 1x2x4 1x8x8 \\

@@ -45,4 +45,6 @@ def test_quoted_figures_are_those_of_the_results():
         quoted = f"{mantissa}e{e} ± {r['relative_error_bar'] / 10.0**e:.1f}e{e}"
         for page, text in (("README.md", readme), ("benchmarks.md", bench)):
             assert quoted in text, (page, r["system"], quoted)
+        if r["system"] == "j1j2_4x4":
+            assert quoted in (ROOT / "docs" / "physics.md").read_text(), ("physics.md", quoted)
             assert f"{r['wall_time_s'] / 60:.1f}" in text, (page, r["system"], "minutes")
