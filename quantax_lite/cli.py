@@ -73,10 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def recipe_of(args) -> Recipe:
-    """The recipe the options describe; a bad value is a UsageError naming its option."""
+def _usage(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; a library error naming an argument becomes a UsageError
+    naming the option."""
     try:
-        return Recipe(**{name: getattr(args, name) for name in RECIPE})
+        return fn(*args, **kwargs)
     except (TypeError, ValueError) as err:
         raise UsageError(_as_option(str(err))) from None
 
@@ -101,14 +102,9 @@ def check_options(args) -> None:
     from ._validate import positive_int
     from .utils.processes import check_process_options
 
-    try:
-        positive_int(args.iters, "iters")
-        positive_int(args.checkpoint_every, "checkpoint_every", minimum=0)
-        positive_int(args.keep_checkpoints, "keep_checkpoints")
-        positive_int(args.init_timeout, "init_timeout")
-        check_process_options(args.coordinator, args.num_processes, args.process_id)
-    except ValueError as err:
-        raise UsageError(_as_option(str(err))) from None
+    for name, minimum in (("iters", 1), ("checkpoint_every", 0), ("keep_checkpoints", 1), ("init_timeout", 1)):
+        _usage(positive_int, getattr(args, name), name, minimum=minimum)
+    _usage(check_process_options, args.coordinator, args.num_processes, args.process_id)
     if args.resume and args.restart:
         raise UsageError("--resume and --restart exclude each other: continue the run, or start it again.")
 
@@ -121,7 +117,7 @@ def train(args) -> dict:
     from .utils.processes import join_processes
 
     check_options(args)
-    recipe = recipe_of(args)
+    recipe = _usage(Recipe, **{name: getattr(args, name) for name in RECIPE})
     if args.coordinator is not None or args.distributed:
         if args.coordinator is not None:
             print(f"quantax-lite: process {args.process_id} of {args.num_processes} waiting up to "
@@ -137,17 +133,11 @@ def train(args) -> dict:
     main = jax.process_index() == 0
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
     if main:
-        try:
-            check_writable(out)
-        except ValueError as err:
-            raise UsageError(f"--out {out}: {err}") from None
+        _usage(check_writable, out)
     with lock_run_folder(out) if main else contextlib.nullcontext():  # process 0 owns the folder
         if main:
-            try:
-                prepare_run_folder(out, resume=args.resume, restart=args.restart, config=config,
-                                   earlier=_OPTIONS_OF_EARLIER_RUNS)
-            except ValueError as err:
-                raise UsageError(_as_option(str(err))) from None
+            _usage(prepare_run_folder, out, resume=args.resume, restart=args.restart, config=config,
+                   earlier=_OPTIONS_OF_EARLIER_RUNS)
         return _train(args, recipe, out, config, main)
 
 
@@ -155,13 +145,10 @@ def _train(args, recipe, out, config, main) -> dict:
     import jax
 
     from .recipes import build
-    from .report import format_table, summary_of
+    from .report import finish_run, format_table, summary_of
     from .vmc import Diverged, energy_estimate, load_latest_checkpoint, run
 
-    try:
-        r = build(recipe)
-    except ValueError as err:
-        raise UsageError(_as_option(str(err))) from None
+    r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
     state = load_latest_checkpoint(out, r.state)[0] if args.resume else r.state
     if main and not args.no_progress:
@@ -179,7 +166,8 @@ def _train(args, recipe, out, config, main) -> dict:
     except Diverged as err:
         summary.update(diverged=True, diverged_at_iteration=err.iteration, non_finite=err.what,
                        iterations=int(err.state.iteration), wall_time_s=time.perf_counter() - t0)
-        _finish(out, summary, exact, main)
+        if main:
+            finish_run(out, summary, exact)
         raise DivergedRun(f"step {err.iteration}: the {err.what} became non-finite, so the run stopped; nothing of "
                           "that step was written and summary.json says diverged. Start again (--restart) with a "
                           f"lower --lr (now {args.lr}) or a larger --diag-shift (now {args.diag_shift}).") from None
@@ -189,26 +177,14 @@ def _train(args, recipe, out, config, main) -> dict:
     stats, state = energy_estimate(r.vmc, state, recipe.n_eval_samples)
     summary.update(iterations=int(state.iteration), **summary_of(stats, r.lattice.n_sites, exact),
                    wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
-    _finish(out, summary, exact, main)
+    if main:
+        finish_run(out, summary, exact)
     if summary["diverged"]:
         raise DivergedRun("the final energy estimate is not finite; summary.json says diverged. Start again "
                           "(--restart) with a lower --lr or a larger --diag-shift.")
     if main:
         print(format_table(summary))
     return summary
-
-
-def _finish(out, summary, exact, main) -> None:
-    """summary.json and energy.png (process 0)."""
-    from .report import plot_energy, write_json
-    from .run_folder import read_log
-
-    if not main:
-        return
-    write_json(os.path.join(out, "summary.json"), summary)
-    log = [r for r in read_log(os.path.join(out, "log.jsonl")) if r.get("energy") is not None]
-    if log:
-        plot_energy(os.path.join(out, "energy.png"), log, exact, f"{summary['hamiltonian']} {summary['lattice']}")
 
 
 def _give_up_waiting(args) -> None:

@@ -5,7 +5,7 @@ import json
 import math
 import os
 
-__all__ = ["summary_of", "format_table", "plot_energy", "write_json"]
+__all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run"]
 
 
 def write_json(path: str, obj: dict) -> None:
@@ -85,3 +85,13 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def finish_run(out_dir: str, summary: dict, exact: float | None) -> None:
+    """``summary.json`` and ``energy.png`` (of the finite steps of ``log.jsonl``) in ``out_dir``."""
+    from .run_folder import read_log
+
+    write_json(os.path.join(out_dir, "summary.json"), summary)
+    log = [r for r in read_log(os.path.join(out_dir, "log.jsonl")) if r.get("energy") is not None]
+    if log:
+        plot_energy(os.path.join(out_dir, "energy.png"), log, exact, f"{summary['hamiltonian']} {summary['lattice']}")

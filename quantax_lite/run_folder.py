@@ -202,7 +202,7 @@ def check_writable(out_dir: str | os.PathLike) -> None:
     (``ValueError`` saying why not)."""
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ValueError("exists and is not a folder.")
+        raise ValueError(f"out_dir: {out_dir} exists and is not a folder.")
     try:
         os.makedirs(out_dir, exist_ok=True)
         probe = os.path.join(out_dir, f".write-test-{os.getpid()}")
@@ -210,7 +210,7 @@ def check_writable(out_dir: str | os.PathLike) -> None:
             pass
         os.remove(probe)
     except OSError as err:
-        raise ValueError(f"cannot write there ({err.strerror or err}).") from None
+        raise ValueError(f"out_dir: {out_dir}: cannot write there ({err.strerror or err}).") from None
 
 
 def holds_run(out_dir: str | os.PathLike) -> bool:

@@ -60,7 +60,8 @@ def conv_form(form, log_psi):
 def flax_model(kind, lattice, dtype=jnp.float64):
     sym = translations(lattice)
     if kind in ("conv_lax", "conv_gather"):
-        return make_conv_nqs(lattice, sym, channels=2, depth=1, kernel_size=3, dtype=dtype)
+        with tuning.override(merge_translations=False):  # 16 images: a symmetry-vmapped conv
+            return make_conv_nqs(lattice, sym, channels=2, depth=1, kernel_size=3, dtype=dtype)
     if kind == "rbm_complex":
         return make_rbm_nqs(lattice, sym, alpha=1, dtype=dtype, complex_output=True)
     if kind == "rbm_real":
