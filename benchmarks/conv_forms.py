@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,18 +23,9 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _common import timed  # noqa: E402
 from quantax_lite import Square, make_conv_nqs, translations, tuning  # noqa: E402
 from quantax_lite.jacobian import jacobian  # noqa: E402
-
-
-def timed(fn, repeats):
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def measure(L, dtype, form, batch, n_jac, repeats, rng):
@@ -48,9 +37,9 @@ def measure(L, dtype, form, batch, n_jac, repeats, rng):
         forward = jax.jit(lambda p, x: model.apply(p, x))
         jac = jax.jit(lambda p, x: jacobian(lambda q, y: model.apply(q, y), p, x, chunk_size=64))
         row = dict(lattice=lattice.name, dtype=np.dtype(dtype).name, form=form)
-        row["forward_s"] = timed(lambda: forward(params, s), repeats)
+        row["forward_s"] = timed(lambda: forward(params, s), repeats)[0]
         slow = form == "lax" and np.dtype(dtype) == np.float64 and lattice.n_sites * model.base.channels > 1024
-        row["jacobian_s"] = None if slow else timed(lambda: jac(params, s[:n_jac]), repeats)
+        row["jacobian_s"] = None if slow else timed(lambda: jac(params, s[:n_jac]), repeats)[0]
     row["chosen"] = tuning.conv_form(lattice.n_sites, model.base.channels, dtype) == form
     return row
 

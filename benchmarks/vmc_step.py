@@ -29,21 +29,11 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 
+from _common import timed  # noqa: E402
 from quantax_lite import Recipe, build, tuning  # noqa: E402
 from quantax_lite.jacobian import make_jacobian  # noqa: E402
 from quantax_lite.models import derivative_form  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
-
-
-def timed(fn, repeats):
-    """Median and minimum seconds of ``repeats`` calls (after one to compile and warm up)."""
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), min(times)
 
 
 def measure(group_name, n_samples, precision, amplitude, repeats):
