@@ -29,10 +29,8 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 
-from _common import timed  # noqa: E402
+from _common import chunk_sizes, step_parts, timed  # noqa: E402
 from quantax_lite import Recipe, build, tuning  # noqa: E402
-from quantax_lite.jacobian import make_jacobian  # noqa: E402
-from quantax_lite.models import derivative_form  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 
@@ -52,13 +50,9 @@ def measure(group_name, n_samples, precision, amplitude, repeats):
     t_step, t_step_min = timed(one_step, repeats)
     state = holder["state"]
     p = state.params
-    sample = jax.jit(lambda st, p: vmc.sampler.sample(st, p, n_samples))
-    samples, lp, _ = sample(state.sampler, p)
-    eloc = jax.jit(vmc.local_energies)
-    jac = make_jacobian(derivative_form(vmc.log_psi), chunk_size=vmc.chunk_size)
-    e = eloc(p, samples, lp)
-    O = jac(p, samples)
-    solve = jax.jit(lambda O, e: vmc.preconditioner.update(O, e, state.preconditioner, step=state.iteration)[0])
+    fns, v = step_parts(vmc, state, n_samples)  # each part jitted alone, run once in order
+    sample, eloc, jac, solve = (fns[k][0] for k in ("sampling", "local_energy", "jacobian", "solve"))
+    samples, lp, e, O = v["samples"], v["log_psi"], v["e_loc"], v["jac"]
     parts = {
         "sampling": timed(lambda: sample(state.sampler, p)[0], repeats)[0],
         "local_energy": timed(lambda: eloc(p, samples, lp), repeats)[0],
@@ -73,7 +67,7 @@ def measure(group_name, n_samples, precision, amplitude, repeats):
         "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": vmc.sampler.n_chains,
         "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
         + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),
-        "local_energy_chunk": vmc.local_energy_chunk_size,
+        "local_energy_chunk": chunk_sizes(vmc, p)[0],
         "step_s": t_step, "step_min_s": t_step_min, **{f"{k}_s": v for k, v in parts.items()},
     }
 

@@ -1,0 +1,418 @@
+"""Every GPU figure the project quotes, in one run of under 8 minutes on one GPU node.
+
+Four parts, each with its own time budget (seconds; all options), within a total budget:
+
+1. ``sharding``: GSPMD vs ``shard_map`` for the chunked per-sample Jacobian on the real
+   devices: ``benchmarks/jacobian_sharding.py --platform gpu`` (its GPU defaults: the 6x6
+   default network in float64, 256 samples per device, D = 8 4 2 1 as far as the machine
+   has them), in a subprocess with its ``--deadline-min`` set from this part's budget.
+2. ``memory``: memory per chunk size of the 6x6 local-energy and Jacobian programs
+   (1024 samples, the library's default network): for each chunk, the compiled
+   program's ``memory_analysis()`` (argument, output, temp, alias bytes) and, where the
+   backend reports it (GPUs; None on CPUs), the measured ``peak_bytes_in_use`` of
+   ``jax.devices()[0].memory_stats()`` after running it. The process peak only rises, so
+   the cases run in a fresh subprocess in increasing order of compiled size; each
+   reading is that case's peak when it rose (``peak_rose``) and an upper bound otherwise.
+3. ``scale``: the table of ``benchmarks/vmc_scale.py`` (its functions, in this process):
+   one VMC step of the default network for 4x4 .. 10x10, heisenberg and j1j2,
+   translations and full symmetry, with its breakdown, FLOPs, GFLOP/s and the matmul
+   peak, rows over the part's time left reported as skipped.
+4. ``w1``: the W1 rows of ``benchmarks/vmc_step.py`` (its ``measure``), 1024 samples.
+
+The subprocess parts run first, before this process touches the GPU (JAX reserves most of
+a GPU's memory for the process that opens it). A part that cannot start within the
+total budget is recorded as skipped; a part that fails is recorded with its error and the
+others still run.
+
+    python benchmarks/gpu_suite.py                 # on a GPU node; refuses (exit 2) without a GPU
+    python benchmarks/gpu_suite.py --allow-cpu     # the full suite on CPUs (hours: not meant)
+    python benchmarks/gpu_suite.py --quick         # the whole script on the CPU, tiny sizes: about 40 s
+                                                   # on 2 cores (CPU code generation unoptimized: a smoke
+                                                   # test, its timings mean nothing)
+    python benchmarks/gpu_suite.py --parts scale w1 --scale-budget-s 300
+
+Writes the tables to stdout and one JSON (``--json``, default
+benchmarks/results/gpu_suite.json on a full run; ``--quick`` writes only with ``--json``),
+with the figures beside it: ``<json stem>_vmc_scale.png`` and
+``<json stem>_jacobian_sharding.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+RESULTS = os.path.join(HERE, "results")
+DEFAULT_JSON = os.path.join(RESULTS, "gpu_suite.json")
+PART_NAMES = ("sharding", "memory", "scale", "w1")
+W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "complex"), ("full", "f32", "positive"),
+              ("translations", "f64", "positive"), ("translations", "f32", "signed")]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="every part on the CPU at tiny sizes (a smoke test)")
+    p.add_argument("--allow-cpu", action="store_true", help="run the full suite without a GPU")
+    p.add_argument("--parts", nargs="+", choices=PART_NAMES, default=list(PART_NAMES))
+    p.add_argument("--json", default=None, help="default benchmarks/results/gpu_suite.json (full runs only)")
+    p.add_argument("--total-budget-s", type=float, default=420.0, help="no part starts after this (default 420)")
+    p.add_argument("--sharding-budget-s", type=float, default=80.0)
+    p.add_argument("--memory-budget-s", type=float, default=60.0)
+    p.add_argument("--scale-budget-s", type=float, default=180.0)
+    p.add_argument("--w1-budget-s", type=float, default=90.0)
+    p.add_argument("--scale-row-budget-s", type=float, default=90.0, help="vmc_scale's --budget-s")
+    p.add_argument("--scale-lattices", nargs="+", default=None, help="default 4 6 8 10")
+    p.add_argument("--scale-hamiltonians", nargs="+", default=None, help="default heisenberg j1j2")
+    p.add_argument("--scale-symmetries", nargs="+", default=None, help="default translations full")
+    p.add_argument("--samples", type=int, default=None, help="samples per step of scale and w1 (default 1024)")
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats (default 5)")
+    p.add_argument("--w1-rows", type=int, nargs="*", default=None,
+                   help="vmc_step.py's rows (0: translations positive, 1: complex, 2: full, 3: float64, 4: signed)")
+    p.add_argument("--memory-lattice", default=None, help="default 6x6")
+    p.add_argument("--memory-chunks", nargs="+", default=None,
+                   help="chunk sizes, 'default' for the library's choice (default 16 64 256 default)")
+    p.add_argument("--_memory-worker", dest="memory_worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    quick = args.quick
+    defaults = dict(scale_lattices=["2x4"] if quick else ["4", "6", "8", "10"],
+                    scale_hamiltonians=["heisenberg"] if quick else ["heisenberg", "j1j2"],
+                    scale_symmetries=["translations"] if quick else ["translations", "full"],
+                    samples=16 if quick else 1024, repeats=1 if quick else 5, w1_rows=[0] if quick else [0, 1, 2, 3, 4],
+                    memory_lattice="2x4" if quick else "6x6",
+                    memory_chunks=["4", "default"] if quick else ["16", "64", "256", "default"])
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    return args
+
+
+# --------------------------------------------------------------------------- #
+# GPU check                                                                    #
+# --------------------------------------------------------------------------- #
+
+
+def detect_backend() -> str:
+    """jax's default backend, asked in a subprocess (this process must not open the GPU
+    before the subprocess parts have run)."""
+    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"], capture_output=True,
+                         text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines else "unknown"
+
+
+def is_gpu(backend: str) -> bool:
+    return backend in ("gpu", "cuda", "rocm")
+
+
+# --------------------------------------------------------------------------- #
+# part 1: jacobian_sharding.py                                                 #
+# --------------------------------------------------------------------------- #
+
+
+def run_sharding(args, budget_s: float, out_dir: str, plot_path: str | None, gpu: bool) -> dict:
+    """``jacobian_sharding.py`` in a subprocess; its JSON as this part's result."""
+    path = os.path.join(out_dir, "jacobian_sharding.json")
+    png = plot_path or os.path.join(out_dir, "jacobian_sharding.png")
+    cmd = [sys.executable, os.path.join(HERE, "jacobian_sharding.py"), "--json", path, "--plot", png]
+    if gpu:
+        cmd += ["--platform", "gpu"]
+    else:
+        cmd += ["--platform", "cpu"] + (["--quick", "--devices", "2"] if args.quick else [])
+    startup = 20.0 if gpu else 0.0
+    cmd += ["--deadline-min", f"{max(0.1, (budget_s - startup) / 60 * 0.85):.2f}"]
+    out = dict(command=" ".join(os.path.relpath(c) if c.startswith(HERE) else c for c in cmd))
+    print(f"$ {out['command']}", flush=True)
+    try:
+        proc = subprocess.run(cmd, timeout=budget_s + 30)
+        out["returncode"] = proc.returncode
+    except subprocess.TimeoutExpired:
+        out["error"] = f"killed after {budget_s + 30:.0f} s"
+    try:
+        with open(path) as fh:
+            out["result"] = json.load(fh)
+    except (OSError, ValueError) as err:
+        out.setdefault("error", f"no result file: {err}")
+    if plot_path and os.path.exists(png):
+        out["plot"] = png
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# part 2: memory per chunk size                                                #
+# --------------------------------------------------------------------------- #
+
+
+def memory_worker(spec: dict) -> None:
+    """In a fresh process: compile the local-energy and Jacobian programs at each chunk,
+    then run them in increasing compiled size, reading the device's memory statistics;
+    the result file is rewritten after every case (a killed worker leaves what it did)."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from _common import chunk_sizes, compile_part, timed
+    from quantax_lite import Recipe, build
+    from quantax_lite.jacobian import make_jacobian
+    from quantax_lite.models import derivative_form
+
+    deadline = spec["deadline"]
+    out = dict(lattice=spec["lattice"], n_samples=spec["samples"], cases=[], notes=[])
+
+    def save():
+        with open(spec["out"], "w") as fh:
+            json.dump(out, fh, indent=1)
+
+    r = build(Recipe(lattice=spec["lattice"], samples=spec["samples"]))
+    vmc, p = r.vmc, r.state.params
+    samples, lp, _ = jax.block_until_ready(
+        jax.jit(lambda st, q: vmc.sampler.sample(st, q, spec["samples"]))(r.state.sampler, p))
+    out.update(n_params=int(r.n_params), n_sites=int(r.lattice.n_sites))
+    device = jax.devices()[0]
+    stats0 = _device_stats(device)
+    out["device_kind"], out["bytes_limit"] = device.device_kind, (stats0 or {}).get("bytes_limit")
+    save()
+    cases = []
+    for chunk in spec["chunks"]:
+        if time.time() > deadline:
+            out["notes"].append(f"deadline: chunk {chunk} and later not compiled")
+            break
+        v = vmc if chunk == "default" else dataclasses.replace(vmc, chunk_size=int(chunk))
+        le_chunk, jac_chunk = chunk_sizes(v, p)
+        programs = (("local_energy", jax.jit(v.local_energies), (p, samples, lp), le_chunk),
+                    ("jacobian", make_jacobian(derivative_form(v.log_psi), chunk_size=jac_chunk), (p, samples),
+                     jac_chunk))
+        for name, fn, fn_args, used in programs:
+            rec = dict(program=name, chunk=chunk, chunk_used=used)
+            try:
+                compiled = compile_part(fn, fn_args, rec)
+                rec.pop("dots", None)
+                cases.append((rec, compiled, fn_args))
+            except Exception as err:
+                rec["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            out["cases"].append(rec)
+            save()
+    last_peak = (stats0 or {}).get("peak_bytes_in_use")
+    for rec, compiled, fn_args in sorted(cases, key=lambda c: (c[0]["memory"] or {}).get("total", 0)):
+        if time.time() > deadline:
+            rec["skipped"] = "deadline: not run"
+            continue
+        before = _device_stats(device)
+        try:
+            rec["time_s"] = timed(lambda: compiled(*fn_args), 1)[0]
+        except Exception as err:  # e.g. out of memory
+            rec["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            save()
+            continue
+        after = _device_stats(device)
+        rec["bytes_in_use_before"] = (before or {}).get("bytes_in_use")
+        rec["peak_bytes_in_use"] = peak = (after or {}).get("peak_bytes_in_use")
+        rec["peak_rose"] = None if peak is None else bool(last_peak is None or peak > last_peak)
+        last_peak = peak if peak is not None else last_peak
+        save()
+    save()
+
+
+def _device_stats(device):
+    try:
+        return device.memory_stats()
+    except Exception:
+        return None
+
+
+def run_memory(args, budget_s: float, out_dir: str) -> dict:
+    path = os.path.join(out_dir, "memory.json")
+    spec = dict(lattice=args.memory_lattice, samples=args.samples, chunks=args.memory_chunks,
+                deadline=time.time() + budget_s, out=path)
+    cmd = [sys.executable, os.path.abspath(__file__), "--_memory-worker", json.dumps(spec)]
+    out = {}
+    try:
+        proc = subprocess.run(cmd, timeout=budget_s + 20)
+        if proc.returncode:
+            out["error"] = f"worker exit status {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        out["error"] = f"worker killed after {budget_s + 20:.0f} s"
+    try:
+        with open(path) as fh:
+            out.update(json.load(fh))
+    except (OSError, ValueError) as err:
+        out.setdefault("error", f"no result file: {err}")
+    return out
+
+
+def memory_table(result: dict) -> list[str]:
+    def mib(x):
+        return "-" if x is None else f"{x / 2**20:.1f}"
+
+    lines = [f"# memory per chunk: {result.get('lattice')}, {result.get('n_samples')} samples, "
+             f"{result.get('device_kind')} (MiB per device; measured = peak_bytes_in_use, '<=' where it did not rise)",
+             f"{'program':>13} {'chunk':>8} {'used':>5} {'argument':>9} {'output':>8} {'temp':>9} {'total':>9} "
+             f"{'measured':>10} {'ms':>8}"]
+    for c in result.get("cases", []):
+        m = c.get("memory") or {}
+        meas = mib(c.get("peak_bytes_in_use"))
+        if c.get("peak_rose") is False:
+            meas = "<=" + meas
+        tail = c.get("error") or c.get("skipped") or ""
+        ms = "-" if c.get("time_s") is None else f"{c['time_s'] * 1e3:.1f}"
+        lines.append(f"{c['program']:>13} {str(c['chunk']):>8} {str(c.get('chunk_used')):>5} {mib(m.get('argument')):>9} "
+                     f"{mib(m.get('output')):>8} {mib(m.get('temp')):>9} {mib(m.get('total')):>9} {meas:>10} {ms:>8} "
+                     f"{tail}")
+    return lines
+
+
+# --------------------------------------------------------------------------- #
+# parts 3 and 4: vmc_scale and W1, in this process                             #
+# --------------------------------------------------------------------------- #
+
+
+def run_scale(args, budget_s: float, plot_path: str | None) -> dict:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import vmc_scale
+
+    result = vmc_scale.run(args.scale_lattices, args.scale_hamiltonians, args.scale_symmetries, args.samples,
+                           args.repeats, args.scale_row_budget_s, deadline=time.time() + budget_s,
+                           square=128 if args.quick else None, quick=args.quick)
+    print()
+    for line in vmc_scale.format_table(result):
+        print(line)
+    if plot_path:
+        vmc_scale.plot(result, plot_path)
+        result["plot"] = plot_path
+    return result
+
+
+def run_w1(args, budget_s: float) -> dict:
+    import vmc_step
+
+    deadline = time.time() + budget_s
+    rows, last = [], None
+    for i in args.w1_rows:
+        group, precision, amplitude = W1_CONFIGS[i]
+        left = deadline - time.time()
+        if last is not None and last > left:
+            rows.append(dict(row=i, group=group, precision=precision, output=amplitude, status="skipped",
+                             reason=f"estimated {last:.0f} s (the previous row) > time left {left:.0f} s"))
+            print(f"W1 row {i}: {rows[-1]['reason']}", flush=True)
+            continue
+        t = time.perf_counter()
+        try:
+            row = dict(row=i, status="measured", **vmc_step.measure(group, args.samples, precision, amplitude,
+                                                                     args.repeats))
+        except Exception as err:
+            row = dict(row=i, group=group, precision=precision, output=amplitude, status="error",
+                       reason=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+        row["wall_s"] = last = time.perf_counter() - t
+        rows.append(row)
+        if row["status"] == "measured":
+            print(f"W1 {row['group']:>12} {row['precision']} {row['output']:>8} P={row['n_params']:5d}  step "
+                  f"{row['step_s'] * 1e3:7.1f} ms | sample {row['sampling_s'] * 1e3:6.1f}  E_loc "
+                  f"{row['local_energy_s'] * 1e3:6.1f}  jac {row['jacobian_s'] * 1e3:6.1f}  solve "
+                  f"{row['solve_s'] * 1e3:6.1f} ms", flush=True)
+        else:
+            print(f"W1 row {i}: {row['reason']}", flush=True)
+    return dict(n_samples=args.samples, repeats=args.repeats, rows=rows)
+
+
+# --------------------------------------------------------------------------- #
+# driver                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+def output_path(quick: bool, json_path: str | None) -> str | None:
+    """The JSON to write: the given path; without one the default on a full run, none on a
+    quick one (a quick run never replaces the results)."""
+    return json_path or (None if quick else DEFAULT_JSON)
+
+
+QUICK_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick and "jax" not in sys.modules:
+        # a smoke test: CPU code generation without its costly optimizations compiles
+        # about twice as fast here; its timings mean nothing anyway (inherited by the subprocesses)
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        flags = os.environ.get("XLA_FLAGS", "").split()
+        os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in QUICK_XLA_FLAGS if f.split("=")[0] not in
+                                                    {g.split("=")[0] for g in flags}])
+    if args.memory_worker:
+        memory_worker(json.loads(args.memory_worker))
+        return 0
+    t_start = time.time()
+    backend = detect_backend()
+    gpu = is_gpu(backend)
+    if not gpu and not args.quick and not args.allow_cpu:
+        print(f"gpu_suite: no GPU visible to jax (backend {backend!r}); use --quick for the CPU smoke test or "
+              "--allow-cpu to run the full suite here anyway.", file=sys.stderr)
+        return 2
+    json_path = output_path(args.quick, args.json)
+    stem = os.path.splitext(json_path)[0] if json_path else None
+    plots = dict(scale=stem and stem + "_vmc_scale.png", sharding=stem and stem + "_jacobian_sharding.png")
+    if json_path:
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    budgets = dict(sharding=args.sharding_budget_s, memory=args.memory_budget_s, scale=args.scale_budget_s,
+                   w1=args.w1_budget_s)
+    load_start = os.getloadavg()
+    print(f"# gpu_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
+          f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
+    result = dict(benchmark="gpu_suite", quick=args.quick, backend=backend, budgets=dict(budgets, total=args.total_budget_s),
+                  parts={}, load_average_start=load_start)
+    todo = [name for name in PART_NAMES if name in args.parts]  # the subprocess parts first
+    from quantax_lite.utils import limit_blas_threads
+
+    blas = limit_blas_threads()  # as `quantax-lite train` runs (and vmc_scale.py, vmc_step.py)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, name in enumerate(todo):
+            left = t_start + args.total_budget_s - time.time()
+            reserve = sum(min(budgets[n], 30.0) for n in todo[i + 1:])
+            budget = min(budgets[name], left - reserve)
+            print(f"\n## {name} (budget {max(budget, 0):.0f} s)", flush=True)
+            if budget < (5.0 if args.quick else 15.0):
+                result["parts"][name] = dict(skipped=f"total budget: {left:.0f} s left, {reserve:.0f} s kept for "
+                                                     f"{' '.join(todo[i + 1:]) or 'nothing'}")
+                print(result["parts"][name]["skipped"])
+                continue
+            t = time.time()
+            try:
+                if name == "sharding":
+                    part = run_sharding(args, budget, tmp, plots["sharding"], gpu)
+                elif name == "memory":
+                    part = run_memory(args, budget, tmp)
+                    print("\n".join(memory_table(part)))
+                elif name == "scale":
+                    part = run_scale(args, budget, plots["scale"])
+                else:
+                    part = run_w1(args, budget)
+            except Exception as err:  # record it, run the other parts
+                part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+                print(f"{name}: {part['error']}")
+            part["wall_s"] = round(time.time() - t, 1)
+            part["budget_s"] = round(budget, 1)
+            result["parts"][name] = part
+    blas.restore_original_limits()
+    from _common import platform_info
+
+    result.update(platform_info(), load_average_end=os.getloadavg(), wall_s=round(time.time() - t_start, 1))
+    print(f"\n# gpu_suite: {result['wall_s']:.0f} s; " + ", ".join(
+        f"{n} {p.get('wall_s', 0):.0f} s" + (" (error)" if "error" in p else " (skipped)" if "skipped" in p else "")
+        for n, p in result["parts"].items()))
+    if json_path:
+        with open(json_path, "w") as fh:
+            json.dump(result, fh, indent=1)
+        print(f"wrote {json_path}" + "".join(f" and {p}" for p in plots.values() if p and os.path.exists(p)))
+    else:
+        print("quick run: no JSON written (give --json)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""benchmarks/vmc_scale.py and benchmarks/gpu_suite.py end to end in quick mode (on the CPU),
+and the FLOP count they share (benchmarks/_common.py)."""
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+PARTS = ("sampling", "local_energy", "jacobian", "solve")
+
+
+def load(name):
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def script(name, *args, timeout=240):
+    """Run a benchmark script as a user would: one CPU device (not the suite's 8)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if not f.startswith("--xla_force_host_platform_device_count"))
+    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=BENCH.parent)
+
+
+def positive(x):
+    return x is not None and math.isfinite(x) and x > 0
+
+
+# --------------------------------------------------------------------------- #
+# FLOPs                                                                        #
+# --------------------------------------------------------------------------- #
+
+
+def test_jaxpr_cost_counts_loops_where_xla_counts_one_iteration():
+    common = load("_common")
+    x, w = jnp.ones((8, 32), jnp.float32), jnp.ones((32, 32), jnp.float32)
+    one = 2 * 8 * 32 * 32
+
+    def loop(x, w):
+        return jax.lax.scan(lambda c, _: (c @ w, None), x, None, length=10)[0]
+
+    rec = {}
+    compiled = common.compile_part(jax.jit(loop), (x, w), rec)
+    assert np.allclose(compiled(x, w), loop(x, w))
+    assert rec["matmul_flops"] == 10 * one
+    assert rec["dots"] == {"1x8x32x32 float32": 10 * one}
+    assert rec["xla_flops"] < 2 * one  # XLA: the loop body once
+    assert rec["memory"]["total"] > 0 and rec["compile_s"] > 0
+
+    def flat(x, w):  # no loop: both counts agree
+        return jnp.tanh(x @ w) + 1.0
+
+    rec = {}
+    common.compile_part(jax.jit(flat), (x, w), rec)
+    assert rec["flops"] == one + 8 * 32 and rec["transcendentals"] == 8 * 32
+    assert rec["xla_flops"] == pytest.approx(rec["flops"], rel=0.05)
+
+    def branches(i, x, w):  # a two-way cond: the cheaper branch; a switch: the dearest
+        a = jax.lax.cond(i > 0, lambda: x @ w, lambda: x)
+        return jax.lax.switch(i, [lambda: a, lambda: a @ w, lambda: a @ w @ w])
+
+    cost = common.jaxpr_cost(jax.make_jaxpr(branches)(1, x, w))
+    assert cost["matmul_flops"] == 2 * one
+    assert cost["flops_bounds"] == [0, 3 * one]
+
+    def dynamic(n, x, w):  # a run-time trip count: not counted, kept aside
+        return jax.lax.fori_loop(0, n, lambda i, c: c @ w, x)
+
+    cost = common.jaxpr_cost(jax.make_jaxpr(dynamic)(3, x, w))
+    assert cost["flops"] == 0 and cost["dynamic_loops"] == 1 and cost["dynamic_loop_flops"] >= one
+
+
+def test_quick_runs_never_write_the_results():
+    vmc_scale, gpu_suite = load("vmc_scale"), load("gpu_suite")
+    assert vmc_scale.output_paths(True, None, None) == (None, None)
+    assert vmc_scale.output_paths(True, "a.json", None) == ("a.json", None)
+    assert vmc_scale.output_paths(False, None, None) == (vmc_scale.DEFAULT_JSON, vmc_scale.DEFAULT_PLOT)
+    assert gpu_suite.output_path(True, None) is None and gpu_suite.output_path(False, None) == gpu_suite.DEFAULT_JSON
+    assert vmc_scale.lattice_name("6") == "6x6" and vmc_scale.lattice_name("2x4") == "2x4"
+
+
+# --------------------------------------------------------------------------- #
+# the scripts                                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
+    out, png = tmp_path / "scale.json", tmp_path / "scale.png"
+    proc = script("vmc_scale", "--quick", "--budget-s", "0", "--json", str(out), "--plot", str(png))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert [(r["lattice"], r["hamiltonian"], r["symmetry"]) for r in rows] == [
+        ("2x4", "heisenberg", "translations"), ("4x4", "heisenberg", "translations")]
+    for r in rows:
+        assert r["status"] == "skipped" and "> budget 0 s" in r["reason"] and r["estimate_s"] > 0
+    assert "its build took" in rows[0]["reason"]  # the first row: from its own build
+    assert "from 2x4 heisenberg translations" in rows[1]["reason"] and "build_s" not in rows[1]  # never built
+    assert rows[1]["n_sites"] == 16 and rows[1]["channels"] == 8
+    assert proc.stdout.count("skipped: estimated") == 4  # progress lines and the table
+    assert result["peak"]["peak_gflops"] > 0 and result["meta"]["jax"] == jax.__version__
+    assert png.stat().st_size > 0
+
+
+def test_gpu_suite_refuses_without_a_gpu(tmp_path):
+    proc = script("gpu_suite", "--json", str(tmp_path / "suite.json"), timeout=120)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "no GPU" in proc.stderr and "--quick" in proc.stderr
+    assert not (tmp_path / "suite.json").exists()
+
+
+def test_gpu_suite_quick_end_to_end(tmp_path):
+    out = tmp_path / "suite.json"
+    proc = script("gpu_suite", "--quick", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    parts = result["parts"]
+    assert set(parts) == {"sharding", "memory", "scale", "w1"}
+    for name, part in parts.items():
+        assert "error" not in part and "skipped" not in part, (name, part)
+
+    # (a) the scale table, from vmc_scale's functions
+    scale = parts["scale"]
+    (row,) = scale["rows"]
+    assert row["status"] == "measured" and (row["lattice"], row["n_sites"], row["n_samples"]) == ("2x4", 8, 16)
+    for key in ("n_params", "conv_form", "local_energy_chunk", "build_s", "first_step_s", "channels", "depth"):
+        assert key in row
+    programs = [row["step"]] + [row["parts"][p] for p in PARTS]
+    for rec in programs:
+        assert positive(rec["flops"]) and positive(rec["xla_flops"]) and positive(rec["matmul_flops"])
+        assert positive(rec["time_s"]) and positive(rec["gflops"]) and positive(rec["peak_fraction"])
+        assert rec["compile_s"] > 0 and rec["memory"]["total"] > 0
+        low, high = rec["flops_bounds"]
+        assert 0 < low <= rec["flops"] <= high
+    # the sampler's sweeps are a loop: XLA counts one proposal of each sweep
+    assert row["parts"]["sampling"]["flops"] > row["parts"]["sampling"]["xla_flops"]
+    peak = scale["peak"]
+    assert positive(peak["peak_gflops"]) and peak["peak_label"] and len(peak["rows"]) >= 2
+    meta = scale["meta"]
+    assert meta["backend"] == "cpu" and len(meta["load_average_start"]) == 3 and len(meta["load_average_end"]) == 3
+    assert pathlib.Path(scale["plot"]).stat().st_size > 0
+
+    # (b) GSPMD vs shard_map on 2 (simulated) devices
+    sharding = parts["sharding"]
+    assert sharding["returncode"] == 0 and pathlib.Path(sharding["plot"]).stat().st_size > 0
+    cases = {(r["devices"], r["shard_batch"]): r for r in sharding["result"]["rows"]}
+    assert cases[(2, False)]["collectives"]["all-gather"]["count"] > 0
+    assert cases[(2, True)]["collectives"]["all-gather"]["count"] == 0
+
+    # (c) W1, from vmc_step's measure
+    (w1,) = parts["w1"]["rows"]
+    assert w1["status"] == "measured" and w1["group"] == "translations" and w1["n_samples"] == 16
+    assert all(positive(w1[f"{k}_s"]) for k in ("step",) + PARTS)
+
+    # (d) memory per chunk: compiled sizes; no measured peak on CPUs
+    cases = parts["memory"]["cases"]
+    assert {(c["program"], c["chunk"]) for c in cases} == {
+        (p, c) for p in ("local_energy", "jacobian") for c in ("4", "default")}
+    for c in cases:
+        assert c["memory"]["total"] > 0 and c["memory"]["temp"] >= 0 and positive(c["time_s"])
+        assert c["peak_bytes_in_use"] is None
+    assert "memory per chunk" in proc.stdout and "GF/s" in proc.stdout
