@@ -19,7 +19,8 @@ The public API, by topic (each lives in a small module of its own):
   :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
   not re-exported here, where ``quantax_lite.sr`` is the SR module)
 - the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices)
-- the driver: :class:`VMC`, :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
+- the driver: :class:`VMC` (``chunk_size="auto"``: chunks within a memory budget,
+  :class:`ChunkSizes`; :mod:`quantax_lite.memory`), :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
   :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
   :func:`lock_run_folder`
 """
@@ -40,7 +41,7 @@ from .symmetry import Symmetry, full_symmetry, point_group, product, spin_invers
 from .utils import chunk_map, make_mesh, make_precompile_mesh
 from .run_folder import RunFolderBusy, lock_run_folder
 from .vmc import (
-    VMC, Diverged, VMCState, energy_estimate, load_checkpoint, load_latest_checkpoint, run, save_checkpoint,
+    VMC, ChunkSizes, Diverged, VMCState, energy_estimate, load_checkpoint, load_latest_checkpoint, run, save_checkpoint,
 )
 
 __version__ = "0.1.0"
@@ -59,6 +60,6 @@ __all__ = [
     "Stats", "statistics",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
     "Preconditioner", "Recipe", "build",
-    "VMC", "VMCState", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
+    "VMC", "VMCState", "ChunkSizes", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
     "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
 ]

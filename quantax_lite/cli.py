@@ -23,7 +23,9 @@ RECIPE = {f.name: f.default for f in dataclasses.fields(Recipe)}
 _OPTIONS_OF_EARLIER_RUNS = {"norm": "layer"}
 # Options that do not define a run (not compared on --resume).
 _NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command",
-                 "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout"}
+                 "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
+                 # how memory is bounded, not what is computed: a run may resume on another device
+                 "chunk_size", "memory_budget"}
 
 
 class UsageError(Exception):
@@ -34,8 +36,15 @@ class DivergedRun(Exception):
     """The run stopped on a non-finite value: printed as one line, exit status 3."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors (an unreadable value, an unknown option) are one line, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="quantax-lite", description="Neural quantum states by variational Monte Carlo.")
+    parser = _Parser(prog="quantax-lite", description="Neural quantum states by variational Monte Carlo.")
     t = parser.add_subparsers(dest="command").add_parser(
         "train", help="train a neural quantum state (default: 4x4 Heisenberg)",
         description="Train the symmetrized convolutional NQS by VMC with SR/MinSR. Energies in spin-1/2 units "
@@ -144,6 +153,7 @@ def train(args) -> dict:
 def _train(args, recipe, out, config, main) -> dict:
     import jax
 
+    from .memory import MemoryBudgetError
     from .recipes import build
     from .report import finish_run, format_table, summary_of
     from .vmc import Diverged, energy_estimate, load_latest_checkpoint, run
@@ -163,6 +173,8 @@ def _train(args, recipe, out, config, main) -> dict:
         state, records = run(r.vmc, state, args.iters, out_dir=out, checkpoint_every=args.checkpoint_every,
                              keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
                              metadata={"config": config}, lock=False)
+    except MemoryBudgetError as err:  # chunk_size auto: found when the first step compiles
+        raise UsageError(_as_option(str(err))) from None
     except Diverged as err:
         summary.update(diverged=True, diverged_at_iteration=err.iteration, non_finite=err.what,
                        iterations=int(err.state.iteration), wall_time_s=time.perf_counter() - t0)
@@ -174,7 +186,10 @@ def _train(args, recipe, out, config, main) -> dict:
     # seconds per iteration after the first step of this call (which includes compilation)
     span = [r_["wall_time_s"] for r_ in records]
     per_iteration = (span[-1] - span[0]) / (len(span) - 1) if len(span) > 1 else (span[0] if span else None)
-    stats, state = energy_estimate(r.vmc, state, recipe.n_eval_samples)
+    try:
+        stats, state = energy_estimate(r.vmc, state, recipe.n_eval_samples)
+    except MemoryBudgetError as err:  # a resumed run that has no step left to take
+        raise UsageError(_as_option(str(err))) from None
     summary.update(iterations=int(state.iteration), **summary_of(stats, r.lattice.n_sites, exact),
                    wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
     if main:
@@ -225,8 +240,9 @@ def main(argv=None) -> int:
     except Exception as err:
         if not _is_out_of_memory(err):
             raise
-        print("quantax-lite train: error: out of memory for this system; lower --samples, pass --chunk-size "
-              "(e.g. 64), or choose a smaller --lattice / --channels.", file=sys.stderr)
+        print("quantax-lite train: error: out of memory for this system; pass a smaller --memory-budget (e.g. 0.5 "
+              "of the device's memory) or --chunk-size (e.g. 64), lower --samples, or choose a smaller --lattice / "
+              "--channels.", file=sys.stderr)
         return 2
     return 0
 

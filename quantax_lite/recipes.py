@@ -17,11 +17,13 @@ Energies are in spin-1/2 units (Heisenberg, J1-J2) or Pauli units (tfim).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 from typing import Any, NamedTuple
 
 from ._validate import finite_number, positive_int
+from .memory import check_memory_budget
 from .lattice import Chain, Lattice, Square
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE"]
@@ -63,6 +65,30 @@ def _choice(value, name, options):
         raise ValueError(f"{name}: expected one of {options}, got {value!r}.")
 
 
+def _int_or_auto(text: str):
+    """Command-line form of ``chunk_size``: 'auto' or an int (checked by the recipe)."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive int or 'auto', got {text!r}") from None
+
+
+def _number(text: str):
+    """Command-line form of ``memory_budget``: an int or a float (checked by the recipe)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected bytes (a number > 1) or a fraction of the device's memory (<= 1), got {text!r}"
+        ) from None
+
+
 def _field(default, kind, group, help, choices=None):
     """A recipe field with its command-line form (type, group, help, choices)."""
     return dataclasses.field(default=default, metadata=dict(type=kind, group=group, help=help, choices=choices))
@@ -99,8 +125,13 @@ class Recipe:
     sweep_size: int | None = _field(None, int, "optimization", "Metropolis proposals per chain between samples "
                                     "(default: n_sites/2 exchanges of anti-aligned pairs for Sz-conserving "
                                     "models, n_sites flips otherwise)")
-    chunk_size: int | None = _field(None, int, "optimization", "samples per device per chunk of local energies "
-                                    "and Jacobians, to bound memory (default: chosen by the library)")
+    chunk_size: int | str = _field("auto", _int_or_auto, "optimization", "samples per device per chunk of local "
+                                   "energies and Jacobians, to bound memory; auto: the library's chunks, each at "
+                                   "most the largest whose compiled program fits --memory-budget")
+    memory_budget: float | None = _field(None, _number, "optimization", "memory per device for chunk-size auto: "
+                                         "bytes (a number > 1, e.g. 8e9) or a fraction of the device's memory "
+                                         "(<= 1, e.g. 0.5) (default: the device's memory: a GPU's memory pool, "
+                                         "or the host's memory shared by its CPU devices)")
     lr: float = _field(0.02, float, "optimization", "initial learning rate")
     lr_half_life: float = _field(100.0, float, "optimization", "steps over which the learning rate halves (down "
                                  "to lr/10), independent of the run length (a resumed run continues it)")
@@ -127,7 +158,16 @@ class Recipe:
                 finite_number(getattr(self, name), name)
         positive_int(self.samples, "samples")
         positive_int(self.seed, "seed", minimum=0)
-        for name in ("chains", "sweep_size", "chunk_size", "eval_samples", "channels", "kernel_size"):
+        if not (self.chunk_size is None or isinstance(self.chunk_size, str) and self.chunk_size == "auto"):
+            try:
+                positive_int(self.chunk_size, "chunk_size")
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"chunk_size: expected a positive int or 'auto', got {self.chunk_size!r}") from None
+            if self.memory_budget is not None:
+                raise ValueError(f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
+                                 f"{self.chunk_size} the chunk is used as given, so give one or the other.")
+        check_memory_budget(self.memory_budget)
+        for name in ("chains", "sweep_size", "eval_samples", "channels", "kernel_size"):
             if getattr(self, name) is not None:
                 positive_int(getattr(self, name), name)
         if self.depth is not None:
@@ -270,13 +310,15 @@ def build(recipe: Recipe) -> Run:
         sweep = recipe.sweep_size or max(1, lattice.n_sites // 2)
     else:
         rule, sweep = LocalFlip(), recipe.sweep_size or lattice.n_sites
+    # the sampler's calls (one configuration per chain) are chunked only by an int chunk_size
+    fixed_chunk = None if recipe.chunk_size in (None, "auto") else recipe.chunk_size
     sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
-                                chunk_size=recipe.chunk_size)
+                                chunk_size=fixed_chunk)
     schedule = optax.exponential_decay(recipe.lr, transition_steps=recipe.lr_half_life, decay_rate=0.5,
                                        end_value=recipe.lr / 10)
     preconditioner = sr(diag_shift=recipe.diag_shift, diag_scale=recipe.diag_scale)
     if recipe.sr_momentum:
         preconditioner = spring(preconditioner, recipe.sr_momentum)
     vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
-              chunk_size=recipe.chunk_size)
+              chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))

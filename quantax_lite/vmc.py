@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import run_folder, tuning
+from . import memory, run_folder, tuning
 from ._validate import positive_int
 from .jacobian import jacobian
 from .models import derivative_form
@@ -37,10 +37,10 @@ from .preconditioners import Preconditioner, sr
 from .sampler import Sampler, per_chain
 from .sr import unravel_like
 from .stats import Stats, statistics
-from .utils import limit_blas_threads, replicate
+from .utils import batch_sharding, limit_blas_threads, mesh_size, replicate, replicated_sharding
 
 __all__ = [
-    "VMC", "VMCState", "Diverged", "energy_estimate", "run", "save_checkpoint", "load_checkpoint",
+    "VMC", "VMCState", "ChunkSizes", "Diverged", "energy_estimate", "run", "save_checkpoint", "load_checkpoint",
     "read_checkpoint_metadata", "load_latest_checkpoint", "newest_readable_checkpoint", "clear_run",
 ]
 
@@ -62,6 +62,34 @@ class VMCState(NamedTuple):
     preconditioner: Any = None
 
 
+class ChunkSizes(NamedTuple):
+    """Samples per device per chunk of the step's two chunked parts (None: all at once)."""
+
+    local_energy: int | None
+    jacobian: int | None
+
+
+def _check_chunk_size(chunk_size, memory_budget) -> None:
+    if chunk_size is None or (isinstance(chunk_size, str) and chunk_size == "auto"):
+        memory.check_memory_budget(memory_budget)
+        return
+    try:
+        positive_int(chunk_size, "chunk_size")
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"chunk_size: expected a positive int, 'auto' or None, got {chunk_size!r}") from None
+    if memory_budget is not None:
+        raise ValueError(
+            f"memory_budget: caps the chunks of chunk_size='auto'; with chunk_size={chunk_size} the chunk is "
+            "used as given, so give one or the other."
+        )
+
+
+def _shape_key(tree) -> tuple:
+    """A hashable key of a pytree's structure, shapes and dtypes (arrays or tracers)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return treedef, tuple((tuple(np.shape(x)), str(getattr(x, "dtype", type(x)))) for x in leaves)
+
+
 @dataclass(frozen=True, eq=False)
 class VMC:
     """A ground-state search by variational Monte Carlo.
@@ -76,7 +104,11 @@ class VMC:
     preconditioner: a :class:`~quantax_lite.preconditioners.Preconditioner`; default
       ``sr()`` (SR / MinSR with diagonal shift 1e-4).
     chunk_size: samples per device per chunk for local energies and the Jacobian
-      (bounds memory); None: the library chooses.
+      (bounds memory); "auto" (or None, the same): the library's own chunks (see
+      :meth:`chunk_sizes`), each at most the largest that fits ``memory_budget``.
+    memory_budget: for "auto", bytes per device that each chunked part's compiled program
+      may hold (a number > 1), or a fraction of the device's memory (<= 1); None: the
+      device's memory (:func:`~quantax_lite.memory.resolve_memory_budget`).
     mesh: the device mesh of every part of the step; default (None) the sampler's.
       Given, it must be the sampler's mesh.
 
@@ -89,8 +121,9 @@ class VMC:
     optimizer: optax.GradientTransformation
     n_samples: int
     preconditioner: Preconditioner | None = None
-    chunk_size: int | None = None
+    chunk_size: int | str | None = "auto"
     mesh: Any = None
+    memory_budget: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.hamiltonian, SpinHamiltonian):
@@ -111,8 +144,7 @@ class VMC:
                 f"n_samples: {self.n_samples} is not a multiple of the number of chains "
                 f"({self.sampler.n_chains})."
             )
-        if self.chunk_size is not None:
-            positive_int(self.chunk_size, "chunk_size")
+        _check_chunk_size(self.chunk_size, self.memory_budget)
         if self.preconditioner is None:
             object.__setattr__(self, "preconditioner", sr())
         elif not isinstance(self.preconditioner, Preconditioner):
@@ -126,6 +158,8 @@ class VMC:
                 "sampler's devices, so pass the same mesh to both (or leave VMC's mesh None)."
             )
         object.__setattr__(self, "_tuning", tuning.current())
+        object.__setattr__(self, "_chosen", {})  # (part, params key, n_samples) -> chunk
+        object.__setattr__(self, "_built", {})  # ("local_energy", chunk) / ("step", ChunkSizes) -> function
 
     @property
     def log_psi(self) -> Callable:
@@ -156,40 +190,158 @@ class VMC:
     # -- one step ----------------------------------------------------------------
 
     @property
+    def auto_chunks(self) -> bool:
+        """Whether the chunks are the library's (``chunk_size`` "auto" or None)."""
+        return not isinstance(self.chunk_size, (int, np.integer))
+
+    @property
     def local_energy_chunk_size(self) -> int | None:
-        """Samples per device per local-energy chunk: ``chunk_size``, or on CPUs about
-        ``tuning.local_energy_rows`` connected configurations per chunk."""
-        if self.chunk_size is not None or jax.default_backend() != "cpu":
+        """The preferred local-energy chunk: an int ``chunk_size``; for "auto", on CPUs about
+        ``tuning.local_energy_rows`` connected configurations per chunk (cache-sized), elsewhere
+        None (all samples of a device at once). "auto" uses it unless it does not fit the
+        memory budget (:meth:`chunk_sizes`)."""
+        if not self.auto_chunks:
             return self.chunk_size
+        if jax.default_backend() != "cpu":
+            return None
         return max(1, self._tuning.local_energy_rows // self.hamiltonian.max_conn)
+
+    @functools.cached_property
+    def memory_budget_bytes(self) -> int:
+        """The budget of "auto" in bytes per device: ``memory_budget`` resolved on this process's
+        first device of the mesh; in a multi-process run the smallest of the processes' (a
+        collective: every process must choose the same chunks)."""
+        mine = [d for d in self.device_mesh.devices.flat if d.process_index == jax.process_index()]
+        budget = memory.resolve_memory_budget(self.memory_budget, mine[0] if mine else None)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            budget = int(np.min(multihost_utils.process_allgather(np.float64(budget))))
+        return budget
+
+    def chunk_sizes(self, params: Any, n_samples: int | None = None) -> ChunkSizes:
+        """The chunks of the step's local energies and Jacobian for ``params`` (a pytree of
+        arrays, or of ``jax.ShapeDtypeStruct``) and ``n_samples`` (default the step's).
+
+        An int ``chunk_size`` is both. "auto": each part's preferred chunk (local energies:
+        :attr:`local_energy_chunk_size`; the Jacobian: None, all samples of a device at
+        once) when its program fits :attr:`memory_budget_bytes`, else the largest that
+        does of the powers of two below it (``memory.largest_fitting_chunk``: the part's
+        whole chunked program, ``chunk_map`` over the per-device batch, compiled on the
+        driver's mesh and not run). Chosen once per parameter shapes and ``n_samples``; a
+        budget too small for one sample per chunk raises ``MemoryBudgetError`` (a
+        ``ValueError`` naming ``memory_budget``).
+        """
+        n = self.n_samples if n_samples is None else positive_int(n_samples, "n_samples")
+        return ChunkSizes(self._chunk("local_energy", params, n), self._chunk("jacobian", params, n))
+
+    def _chunk(self, part: str, params, n: int) -> int | None:
+        """The chunk of ``part`` ("local_energy" or "jacobian") for ``params`` and ``n`` samples."""
+        if not self.auto_chunks:
+            return self.chunk_size
+        key = (part, _shape_key(params), n)
+        if key not in self._chosen:
+            preferred = self.local_energy_chunk_size if part == "local_energy" else None
+            rows = -(-n // mesh_size(self.device_mesh))
+            candidates = memory.chunk_candidates(rows, preferred)
+            what = "local energies" if part == "local_energy" else "the Jacobian"
+            chosen = memory.largest_fitting_chunk(
+                lambda c: self._compile_part(part, c, params, n), candidates, self.memory_budget_bytes, what=what
+            )
+            self._chosen[key] = preferred if chosen == candidates[-1] else chosen
+        return self._chosen[key]
+
+    def _compile_part(self, part: str, chunk: int | None, params, n: int):
+        """The compiled (not run) program of ``part`` at ``chunk`` for ``n`` samples, on the mesh."""
+        mesh = self.device_mesh
+        spec = lambda shape, dtype, sharding: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)  # noqa: E731
+        p = jax.tree_util.tree_map(lambda x: spec(np.shape(x), x.dtype, replicated_sharding(mesh)), params)
+        split = n % mesh_size(mesh) == 0  # the sampler's batches are; else one copy per device
+        rows = lambda ndim: batch_sharding(mesh, ndim) if split else replicated_sharding(mesh)  # noqa: E731
+        s = spec((n, self.hamiltonian.n_sites), jnp.int8, rows(2))
+        with tuning.using(self._tuning):
+            if part == "jacobian":
+                differentiate = derivative_form(self.log_psi)
+                fn = jax.jit(lambda q, x: jacobian(differentiate, q, x, chunk_size=chunk, mesh=mesh))
+                return fn.lower(p, s).compile()
+            log_psi_s = jax.eval_shape(self.log_psi, p, s)
+            lp = spec(log_psi_s.shape, log_psi_s.dtype, rows(1))
+            return jax.jit(self._local_energy_fn(chunk)).lower(p, s, lp).compile()
+
+    def _local_energy_fn(self, chunk: int | None) -> Callable:
+        key = ("local_energy", chunk)
+        if key not in self._built:
+            with tuning.using(self._tuning):
+                self._built[key] = make_local_energy(
+                    self.hamiltonian, self.log_psi, chunk_size=chunk, jit=False, mesh=self.device_mesh,
+                )
+        return self._built[key]
 
     @functools.cached_property
     def local_energies(self) -> Callable:
         """``f(params, samples, log_psi_samples=None) -> (batch,)`` local energies, the
-        driver's own (chunked and sharded as in its step; jittable)."""
-        with tuning.using(self._tuning):
-            return make_local_energy(
-                self.hamiltonian, self.log_psi, chunk_size=self.local_energy_chunk_size, jit=False,
-                mesh=self.device_mesh,
-            )
+        driver's own (chunked and sharded as in its step, :meth:`chunk_sizes`; jittable)."""
+
+        def local_energies(params, samples, log_psi_samples=None):
+            n = np.shape(samples)[0] if np.ndim(samples) else 0
+            chunk = self._chunk("local_energy", params, n) if n else self.local_energy_chunk_size
+            return self._local_energy_fn(chunk)(params, samples, log_psi_samples)
+
+        return local_energies
 
     @functools.cached_property
     def step(self) -> Callable[[VMCState], tuple[VMCState, dict]]:
-        """The compiled step: ``state -> (new_state, metrics)``.
+        """The step: ``state -> (new_state, metrics)``, one compiled program (``jax.jit``)
+        per choice of chunks (:meth:`chunk_sizes`).
 
         metrics (jax scalars): energy (complex mean), energy_error, variance, tau,
         r_hat, acceptance, step_norm, sr_fallback; the energy is that of the
         parameters before the update; finite_energy, finite_direction, finite_params
         (bools: energy and variance, the direction, the updated parameters).
+
+        With "auto", the first step of a parameter shape compiles the whole step at the
+        preferred chunks: if that program fits the budget, so does each part in it, and
+        that compilation is the one the step runs (no other program is compiled);
+        otherwise each part's chunk is chosen alone (:meth:`chunk_sizes`).
         """
+
+        def step(state: VMCState):
+            if not self.auto_chunks:
+                sizes = ChunkSizes(self.chunk_size, self.chunk_size)
+            else:
+                sizes = self._step_chunk_sizes(state)
+            return self._step_fn(sizes)(state)
+
+        return step
+
+    def _step_chunk_sizes(self, state: VMCState) -> ChunkSizes:
+        """The step's chunks: the preferred ones when the whole step compiled with them fits
+        the budget (checked once per parameter shapes), else :meth:`chunk_sizes`."""
+        keys = [(part, _shape_key(state.params), self.n_samples) for part in ("local_energy", "jacobian")]
+        if all(k in self._chosen for k in keys):  # every step after the first
+            return ChunkSizes(*(self._chosen[k] for k in keys))
+        concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(state))
+        if concrete and not any(k in self._chosen for k in keys):
+            preferred = ChunkSizes(self.local_energy_chunk_size, None)
+            compiled = self._step_fn(preferred).lower(state).compile()  # the jit call reuses it
+            if memory.program_bytes(compiled) <= self.memory_budget_bytes:
+                self._chosen.update(zip(keys, preferred))
+        return self.chunk_sizes(state.params)
+
+    def _step_fn(self, sizes: ChunkSizes) -> Callable:
+        """The jitted step with the chunks ``sizes``."""
+        key = ("step", sizes)
+        if key in self._built:
+            return self._built[key]
         mesh = self.device_mesh
         differentiate = derivative_form(self.log_psi)
+        local_energies = self._local_energy_fn(sizes.local_energy)
 
         def step(state: VMCState):
             params = state.params
             samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
-            e_loc = self.local_energies(params, samples, log_psi_s)
-            jac = jacobian(differentiate, params, samples, chunk_size=self.chunk_size, mesh=mesh)
+            e_loc = local_energies(params, samples, log_psi_s)
+            jac = jacobian(differentiate, params, samples, chunk_size=sizes.jacobian, mesh=mesh)
             direction, precond, info = self.preconditioner.update(
                 jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh
             )
@@ -212,7 +364,8 @@ class VMC:
             with tuning.using(self._tuning):  # the driver's speed choices, at trace time
                 return step(state)
 
-        return jax.jit(traced)
+        self._built[key] = jax.jit(traced)
+        return self._built[key]
 
 
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:
