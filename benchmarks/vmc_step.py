@@ -20,9 +20,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 
 import jax
 
@@ -79,8 +77,13 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, nargs="*", default=None,
                         help="which rows (0: W1 translations positive, 1: complex, 2: full group, 3: float64, "
                              "4: signed); measured rows replace their own in the JSON, others stay")
-    parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "vmc_step.json"))
+    parser.add_argument("--json", default=None,
+                        help="where to write the rows (default benchmarks/results/vmc_step.json; a --quick run "
+                             "writes only where --json says)")
     args = parser.parse_args(argv)
+    if args.json is None and not args.quick:
+        args.json = os.path.join(os.path.dirname(__file__), "results", "vmc_step.json")
+    load_start = os.getloadavg()
     n_samples, repeats = (256, 2) if args.quick else (1024, args.repeats)
     rows = []
     configs = [("translations", "f32", "positive"), ("translations", "f32", "complex"),
@@ -97,7 +100,11 @@ def main(argv=None):
               f"sample {r['sampling_s'] * 1e3:6.1f}  E_loc {r['local_energy_s'] * 1e3:6.1f}  "
               f"jac {r['jacobian_s'] * 1e3:6.1f}  solve {r['solve_s'] * 1e3:6.1f} ms", flush=True)
     meta = {"devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "cpu_count": os.cpu_count(),
-            "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0]}
+            "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0],
+            "load_average_start_end": [load_start[0], os.getloadavg()[0]]}
+    blas.restore_original_limits()
+    if args.json is None:
+        return
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     if args.rows and os.path.exists(args.json):  # keep the rows not measured now
         def key(r):
@@ -109,7 +116,6 @@ def main(argv=None):
         rows = [new.pop(key(r), r) for r in old] + list(new.values())
     with open(args.json, "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=2)
-    blas.restore_original_limits()
     print(f"wrote {args.json}")
 
 
