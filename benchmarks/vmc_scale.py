@@ -382,7 +382,10 @@ def plot(result, path: str):
     if skipped:
         names = ", ".join(f"{r['lattice']} {r['hamiltonian']} {r['symmetry']}" for r in skipped[:6])
         more = f" and {len(skipped) - 6} more" if len(skipped) > 6 else ""
-        ax.text(0.01, 0.01, f"not measured: {names}{more}", transform=ax.transAxes, fontsize=6, va="bottom")
+        import textwrap
+
+        note = textwrap.fill(f"not measured (over budget): {names}{more}", 70)
+        ax.text(0.01, 0.99, note, transform=ax.transAxes, fontsize=6, va="top")
     ax.set_xscale("log")
     ax.set_yscale("log")
     sites = sorted({r["n_sites"] for r in rows})
@@ -393,7 +396,7 @@ def plot(result, path: str):
     ax.set_xlabel("sites")
     ax.set_ylabel("ms per VMC step")
     ax.plot([], [], linestyle=":", color="gray", label=r"ideal: $\propto N^2 C^2$ depth")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     m = result["meta"]
     ax.set_title(f"one VMC step, {m['samples']} samples, default network\n{m['device_kind']} ({m['backend']}), "
                  f"jax {m['jax']}", fontsize=9)
