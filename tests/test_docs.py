@@ -39,6 +39,13 @@ def test_quoted_figures_are_those_of_the_results():
     for r in w1.values():  # every row of the W1 table: step (median, min) and its parts
         cells = " | ".join(ms(r[k]) for k in ("step_min_s", "sampling_s", "local_energy_s", "jacobian_s", "solve_s"))
         assert f"{ms(r['step_s'])}** | {cells} |" in bench or f"| {ms(r['step_s'])} | {cells} |" in bench, r
+    for r in _rows("vmc_scale.json"):  # the scale table: step and parts of every measured row
+        if r["status"] == "skipped":
+            continue
+        cells = " | ".join(ms(r["parts"][k]["time_s"]) for k in ("sampling", "local_energy", "jacobian", "solve"))
+        assert f"| {ms(r['step']['time_s'])} | {cells} |" in bench, (r["lattice"], r["hamiltonian"], r["symmetry"])
+        if (r["lattice"], r["hamiltonian"], r["symmetry"]) == ("6x6", "j1j2", "translations"):
+            assert f"{r['step']['time_s']:.1f} s" in readme, "README: the 6x6 J1-J2 step of vmc_scale.json"
     for r in _rows("accuracy.json"):  # "9.2e-4 ± 0.9e-4": the error bar in the value's exponent
         mantissa, exponent = f"{r['relative_error']:.1e}".split("e")
         e = int(exponent)
