@@ -39,13 +39,14 @@ from functools import cached_property
 
 import numpy as np
 
-from .lattice import Lattice
+from .lattice import Lattice, site_coords
 
 __all__ = [
     "Symmetry",
     "group_table",
     "identity",
     "translations",
+    "allowed_momenta",
     "point_group",
     "spin_inversion",
     "product",
@@ -320,15 +321,24 @@ def identity(lattice: Lattice) -> Symmetry:
 
 
 def translations(lattice: Lattice, momentum=None) -> Symmetry:
-    """All ``n_sites`` translations of a periodic lattice, in the momentum sector ``momentum``.
+    """All translations by whole cells of a periodic lattice, in the momentum sector ``momentum``.
 
     Args:
-      lattice: a periodic :class:`Lattice`.
-      momentum: ``None`` (k = 0) or a sequence of ``ndim`` floats in radians, each a
-        multiple of ``2 pi / L`` of its axis. ``chi(T_r) = exp(+i k.r)``.
+      lattice: a periodic :class:`Lattice` (``n_cells = prod(shape)`` translations).
+      momentum: ``None`` (k = 0) or the wave vector ``k`` as ``ndim`` floats, in radians
+        per unit length, in the Cartesian frame of ``lattice.positions``. The translation
+        ``T_R`` by the cell displacement ``R = r @ lattice.vectors`` (``r`` integer) has
+        ``chi(T_R) = exp(+i k.R)``. ``k`` must lie on the reciprocal lattice of the
+        cluster: ``k = sum_d m_d b_d / shape[d]`` with integers ``m_d`` and the reciprocal
+        vectors ``b_d`` (:attr:`Lattice.reciprocal_vectors`), i.e. ``k . a_d`` a multiple of
+        ``2 pi / shape[d]`` (:func:`allowed_momenta` lists them); on a chain or square
+        lattice ``a_d`` are the unit vectors, so every component is a multiple of
+        ``2 pi / L``. Anything else raises ValueError naming ``momentum``.
 
-    Element order: shifts ``r`` in row-major order (the identity first), so element ``g``
-    is the translation by ``lattice.coords[g]``.
+    Element order: cells ``r`` in row-major order (the identity first), so element ``g``
+    is the translation by ``site_coords(lattice.shape)[g]`` (``lattice.coords[g]`` on a
+    lattice with one site per cell); it moves site ``b`` of cell ``c`` to site ``b`` of
+    cell ``c + r``: ``perms[g, site(c, b)] = site(c + r, b)``.
     """
     lattice = _check_lattice(lattice)
     if not lattice.pbc:
@@ -339,23 +349,42 @@ def translations(lattice: Lattice, momentum=None) -> Symmetry:
         k = np.zeros(lattice.ndim)
     else:
         k = np.atleast_1d(np.asarray(momentum, dtype=np.float64))
-        if k.shape != (lattice.ndim,):
+        if k.shape != (lattice.ndim,) or not np.all(np.isfinite(k)):
             raise ValueError(
-                f"momentum: expected {lattice.ndim} component(s) for lattice {lattice.name}, got {momentum!r}"
+                f"momentum: expected {lattice.ndim} finite component(s) for lattice {lattice.name}, got {momentum!r}"
             )
-        for d, (kd, L) in enumerate(zip(k, lattice.shape)):
-            m = kd * L / (2 * np.pi)
-            if abs(m - np.round(m)) > 1e-8:
-                raise ValueError(
-                    f"momentum: component {d} = {float(kd)!r} is not allowed on an axis of length {L}; "
-                    f"it must be a multiple of 2*pi/{L} (radians)"
-                )
-    coords = lattice.coords
+        m = (lattice.vectors @ k) * np.asarray(lattice.shape) / (2 * np.pi)
+        if lattice.is_hypercubic:
+            for d, (kd, L) in enumerate(zip(k, lattice.shape)):
+                if abs(m[d] - np.round(m[d])) > 1e-8:
+                    raise ValueError(
+                        f"momentum: component {d} = {float(kd)!r} is not allowed on an axis of length {L}; "
+                        f"it must be a multiple of 2*pi/{L} (radians)"
+                    )
+        elif np.any(np.abs(m - np.round(m)) > 1e-8):
+            raise ValueError(
+                f"momentum: {momentum!r} is not on the reciprocal lattice of the cluster {lattice.name}: "
+                f"k . a_d * shape[d] / (2 pi) = {np.round(m, 6).tolist()} must be integers "
+                "(see symmetry.allowed_momenta)"
+            )
+    cells = site_coords(lattice.shape)
+    sites = lattice.cell_coords
+    b = lattice.basis_index
     elements = []
-    for r in coords:
-        perm = lattice.site_index(coords + r)
-        elements.append((perm, 1, np.exp(1j * float(np.dot(k, r)))))
+    for r in cells:
+        perm = lattice.site_index(sites + r, b)
+        R = r @ lattice.vectors
+        elements.append((perm, 1, np.exp(1j * float(np.dot(k, R)))))
     return _from_elements(elements, lattice.n_sites, lattice)
+
+
+def allowed_momenta(lattice: Lattice) -> np.ndarray:
+    """Every momentum sector of the periodic ``lattice``: ``(n_cells, ndim)`` float64 wave
+    vectors ``k = sum_d m_d b_d / shape[d]``, ``0 <= m_d < shape[d]`` in row-major order of
+    ``m`` (the convention of :func:`translations`; ``k = 0`` first)."""
+    lattice = _check_lattice(lattice)
+    m = site_coords(lattice.shape).astype(np.float64)
+    return (m / np.asarray(lattice.shape, dtype=np.float64)) @ lattice.reciprocal_vectors
 
 
 def _site_map_perm(lattice: Lattice, f) -> np.ndarray:
