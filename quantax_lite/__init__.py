@@ -18,7 +18,9 @@ The public API, by topic (each lives in a small module of its own):
 - optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, and
   :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
   not re-exported here, where ``quantax_lite.sr`` is the SR module)
-- the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices)
+- the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices),
+  :func:`load_run` (a command-line run rebuilt from its folder); :func:`save_params`,
+  :func:`load_params` (a trained wavefunction on disk)
 - the driver: :class:`VMC` (``chunk_size="auto"``: chunks within a memory budget,
   :class:`ChunkSizes`; :mod:`quantax_lite.memory`), :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
   :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
@@ -34,12 +36,13 @@ from .operators import (
 )
 from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
 from .preconditioners import Preconditioner
-from .recipes import Recipe, build
+from .recipes import LoadedRun, Recipe, build, load_run
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
 from .utils import chunk_map, make_mesh, make_precompile_mesh
 from .run_folder import RunFolderBusy, lock_run_folder
+from .wavefunction_io import load_params, save_params
 from .vmc import (
     VMC, ChunkSizes, Diverged, VMCState, energy_estimate, load_checkpoint, load_latest_checkpoint, run, save_checkpoint,
 )
@@ -62,4 +65,5 @@ __all__ = [
     "Preconditioner", "Recipe", "build",
     "VMC", "VMCState", "ChunkSizes", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
     "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
+    "load_run", "LoadedRun", "save_params", "load_params",
 ]

@@ -16,11 +16,11 @@ import sys
 import time
 import warnings
 
-from .recipes import Recipe
+from .recipes import FIELDS_OF_EARLIER_RUNS, Recipe
 
 RECIPE = {f.name: f.default for f in dataclasses.fields(Recipe)}
 # Options added after runs were made without them, with the value those runs had.
-_OPTIONS_OF_EARLIER_RUNS = {"norm": "layer"}
+_OPTIONS_OF_EARLIER_RUNS = FIELDS_OF_EARLIER_RUNS
 # Options that do not define a run (not compared on --resume).
 _NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command",
                  "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",

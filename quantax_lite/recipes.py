@@ -26,7 +26,8 @@ from ._validate import finite_number, positive_int
 from .memory import check_memory_budget
 from .lattice import Chain, Lattice, Square
 
-__all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE"]
+__all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
+           "recipe_of_run"]
 
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
@@ -42,6 +43,8 @@ LITERATURE_ENERGY_PER_SITE = {
     ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
 }
 MAX_ED_SITES = 20
+# Recipe fields added after runs were made without them, with the value those runs had.
+FIELDS_OF_EARLIER_RUNS = {"norm": "layer"}
 
 
 def parse_lattice(text: str) -> Lattice:
@@ -104,16 +107,16 @@ class Recipe:
                           "6x4), or a chain 'chain:L' (or a quantax_lite Lattice)")
     hamiltonian: str = _field("heisenberg", str, "system", "heisenberg: H = J1 sum S.S; j1j2: adds J2 on "
                               "next-nearest bonds; tfim: H = -sum sz sz - h sum sx (Pauli units)", HAMILTONIANS)
-    J2: float | None = _field(None, float, "system", "next-nearest coupling (j1j2 only; default 0.5)")
-    h: float | None = _field(None, float, "system", "transverse field (tfim only; default 1.0)")
+    J2: float | None = _field(None, float, "system", "next-nearest coupling, j1j2 only (default: 0.5)")
+    h: float | None = _field(None, float, "system", "transverse field, tfim only (default: 1.0)")
     marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2 on bipartite "
                             "lattices)")
     symmetry: str = _field("translations", str, "network", "projection group: full = translations x point "
                            "group x spin inversion (more accurate, about 16x the cost of translations on a "
                            "square lattice)", SYMMETRIES)
-    depth: int | None = _field(None, int, "network", "residual blocks (default by lattice size)")
-    channels: int | None = _field(None, int, "network", "conv channels (default by lattice size)")
-    kernel_size: int | None = _field(None, int, "network", "conv kernel size (default 3 in 2D, 5 in 1D)")
+    depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size)")
+    channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size)")
+    kernel_size: int | None = _field(None, int, "network", "conv kernel size (default: 3 in 2D, 5 in 1D)")
     norm: str = _field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = _field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
                             "learned sign), complex (free phase); auto: positive where the basis makes the ground "
@@ -139,8 +142,8 @@ class Recipe:
     diag_scale: float = _field(0.0, float, "optimization", "relative SR diagonal shift (x mean diagonal of S)")
     sr_momentum: float = _field(0.0, float, "optimization", "SPRING memory in [0, 1): each direction keeps this "
                                 "fraction of the last where the step's samples leave it undetermined; 0: MinSR")
-    eval_samples: int | None = _field(None, int, "optimization", "fresh samples of the final energy (default 32 "
-                                      "x samples, drawn in blocks of samples)")
+    eval_samples: int | None = _field(None, int, "optimization", "fresh samples of the final energy, drawn in "
+                                      "blocks of samples (default: 32 x samples)")
     seed: int = _field(0, int, "optimization", "PRNG seed of the parameters and chains")
 
     def __post_init__(self):
@@ -322,3 +325,68 @@ def build(recipe: Recipe) -> Run:
     vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
+
+
+class LoadedRun(NamedTuple):
+    """What :func:`load_run` returns: the recipe of a run folder, the run it builds, the
+    state of the folder's newest readable checkpoint, that checkpoint's metadata and path."""
+
+    recipe: Recipe
+    run: Run
+    state: Any
+    metadata: dict
+    path: str
+
+
+def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Recipe, str, dict]:
+    """The :class:`Recipe` of a ``quantax-lite train`` run folder, read from the metadata
+    of its newest readable checkpoint: ``(recipe, checkpoint path, metadata)``.
+
+    chunk_size, memory_budget: how memory is bounded here (not part of the run: a run may
+    be continued or measured on another machine). ``ValueError`` naming ``out_dir`` when the
+    folder holds no readable checkpoint, or one without a recipe (written by
+    :func:`quantax_lite.vmc.run` directly: rebuild its driver and call
+    :func:`~quantax_lite.vmc.load_latest_checkpoint`).
+    """
+    import os
+
+    from .run_folder import list_checkpoints
+    from .vmc import newest_readable_checkpoint
+
+    out_dir = os.fspath(out_dir)
+    if not os.path.isdir(out_dir):
+        raise ValueError(f"out_dir: {out_dir} is not a folder.")
+    if not list_checkpoints(out_dir):
+        raise ValueError(f"out_dir: {out_dir} holds no checkpoint (a run folder of quantax-lite train has "
+                         "checkpoint-<step>.npz once its first checkpoint is written).")
+    found = newest_readable_checkpoint(out_dir)
+    if found is None:
+        raise ValueError(f"out_dir: every checkpoint in {out_dir} is damaged.")
+    path, metadata = found
+    config = metadata.get("config")
+    if not isinstance(config, dict) or "lattice" not in config:
+        raise ValueError(f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
+                         "rebuild its driver and use vmc.load_latest_checkpoint.")
+    names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
+    fields = {**FIELDS_OF_EARLIER_RUNS, **{k: v for k, v in config.items() if k in names}}
+    return Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget), path, metadata
+
+
+def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
+    """Rebuild a ``quantax-lite train`` run from its folder, through the recipe: the
+    :class:`Recipe` its newest readable checkpoint records (:func:`recipe_of_run`), the
+    :class:`Run` that :func:`build` makes of it, and that checkpoint's state (parameters,
+    optimizer state, chains) in the run's structure and shardings.
+
+    ``state.params`` is the trained wavefunction (``run.model.apply(state.params, s)``);
+    ``run.vmc`` and ``state`` continue the training (:func:`~quantax_lite.vmc.run`).
+    Needs ``jax_enable_x64`` like :func:`build`. Errors name ``out_dir`` (see
+    :func:`recipe_of_run`); a checkpoint that does not fit the rebuilt run (e.g. another
+    device count with a chain count that depends on it) raises ``ValueError``.
+    """
+    from .vmc import load_latest_checkpoint
+
+    recipe = recipe_of_run(out_dir, chunk_size=chunk_size, memory_budget=memory_budget)[0]
+    r = build(recipe)
+    state, metadata, path = load_latest_checkpoint(out_dir, r.state)  # a damaged one is skipped
+    return LoadedRun(recipe, r, state, metadata, path)
