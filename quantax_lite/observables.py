@@ -1,0 +1,750 @@
+"""Observables of a wavefunction from samples: expectation values with Monte Carlo errors,
+spin correlations, structure factor, staggered magnetization, dimer correlations, and
+:func:`measure`, everything in one JSON-ready dict (``docs/observables.md``).
+
+Units: spin-1/2, ``S = sigma / 2`` (``<S_i . S_i> = 3/4``). Samples are int8 +-1
+configurations ``(n_samples, n_sites)`` in the chain-major layout of the samplers
+(``n_chains`` consecutive blocks, :func:`quantax_lite.sampler.per_chain`).
+
+Estimators. An operator ``O`` is estimated by its local value
+``O_loc(s) = sum_s' O[s, s'] psi(s') / psi(s)`` averaged over ``s ~ |psi|^2``; the error
+bar, variance and tau are those of :func:`quantax_lite.stats.statistics` on
+``per_chain(O_loc, n_chains)`` (autocorrelation included). For a Hermitian observable the
+real part of ``O_loc`` is averaged (its expectation is the same, exactly). Functions of
+several expectation values are estimated per sample and then averaged (S(q), C(r) are
+linear in the pair values), so their errors come from the same statistics, never from
+adding errors by hand; the connected dimer correlation (a product of means) uses the
+linearized per-sample value (delta method).
+
+Exact mode: ``weights`` ``(n_samples,)`` (e.g. ``|psi|^2`` over ``all_states``) replaces the
+sample mean by ``sum w O_loc / sum w``; errors are then 0 and tau undefined (NaN, ``null``
+in JSON).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import tuning
+from ._validate import positive_int
+from .lattice import Lattice
+from .operators import SpinHamiltonian, _check_samples, _hamiltonian_sizes, make_local_energy
+from .sampler import per_chain
+from .stats import Stats, statistics
+from .utils import chunk_map
+
+__all__ = [
+    "SCHEMA",
+    "expect",
+    "SpinCorrelations",
+    "spin_correlations",
+    "sz_correlations",
+    "StructureFactor",
+    "structure_factor",
+    "lattice_momenta",
+    "staggered_magnetization_sq",
+    "CorrelationVsDistance",
+    "correlation_vs_distance",
+    "DimerCorrelations",
+    "dimer_correlations",
+    "sz_moments",
+    "measure",
+]
+
+SCHEMA = "quantax_lite.observables/1"
+
+
+# ----------------------------------------------------------------------------- checks
+def _samples(samples, n_sites: int):
+    samples = _check_samples(samples, n_sites)
+    if samples.shape[0] < 1:
+        raise ValueError(f"samples: expected at least one sample, got shape {tuple(samples.shape)}")
+    return jnp.asarray(samples, jnp.int8)
+
+
+def _chains(n_chains, n_samples: int) -> int:
+    if n_chains is None:
+        return 1
+    n_chains = positive_int(n_chains, "n_chains")
+    if n_samples % n_chains:
+        raise ValueError(f"n_chains: {n_samples} samples are not a multiple of n_chains={n_chains}")
+    return n_chains
+
+
+def _weights(weights, n_samples: int):
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_samples,):
+        raise ValueError(f"weights: expected shape ({n_samples},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("weights: expected finite, nonnegative weights with a positive sum")
+    return w / w.sum()
+
+
+def _log_psi_samples(log_psi, params, samples, log_psi_samples):
+    if log_psi_samples is None:
+        return jnp.asarray(log_psi(params, samples))
+    lp = jnp.asarray(log_psi_samples)
+    if lp.shape != (samples.shape[0],):
+        raise ValueError(f"log_psi_samples: expected shape ({samples.shape[0]},), got {lp.shape}")
+    return lp
+
+
+def _lattice(lattice, n_sites: int | None = None) -> Lattice:
+    if not isinstance(lattice, Lattice):
+        raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
+    if n_sites is not None and lattice.n_sites != n_sites:
+        raise ValueError(f"lattice: has {lattice.n_sites} sites, the correlations {n_sites}")
+    return lattice
+
+
+# ------------------------------------------------------------------------- statistics
+@functools.partial(jax.jit, static_argnums=1)
+def _column_stats(values, n_chains: int):
+    """(mean, error, tau) of every column of values (n_samples, k), chain-major."""
+    x = values.reshape(n_chains, values.shape[0] // n_chains, values.shape[1])
+
+    def one(col):
+        st = statistics(col)
+        return st.mean, st.error_of_mean, st.tau
+
+    return jax.lax.map(one, jnp.moveaxis(x, -1, 0), batch_size=64)
+
+
+def _stats_of_columns(values, n_chains: int, weights):
+    """(mean (k,), error (k,), tau (k,)) as numpy of per-sample values (n_samples, k)."""
+    if weights is not None:
+        v = np.asarray(values)
+        mean = weights @ v
+        return mean, np.zeros(mean.shape), np.full(mean.shape, np.nan)
+    mean, error, tau = _column_stats(jnp.asarray(values), n_chains)
+    return np.asarray(mean), np.asarray(error), np.asarray(tau)
+
+
+def _stats(values, n_chains: int, weights) -> Stats:
+    """Stats of one per-sample series (n_samples,)."""
+    if weights is None:
+        return statistics(per_chain(values, n_chains))
+    v = np.asarray(values)
+    mean = weights @ v
+    variance = float(weights @ np.abs(v - mean) ** 2)
+    return Stats(jnp.asarray(mean), jnp.asarray(0.0), jnp.asarray(variance), jnp.asarray(np.nan),
+                 jnp.asarray(np.nan), int(v.shape[0]))
+
+
+# ---------------------------------------------------------------------------- expect
+def _cached(build):
+    """``build(*key)`` memoized on its (hashable) arguments, so that repeated calls with the
+    same operator and wavefunction reuse one compiled program; unhashable keys build anew."""
+    cached = functools.lru_cache(maxsize=16)(build)
+
+    @functools.wraps(build)
+    def get(*key):
+        try:
+            hash(key)
+        except TypeError:
+            return build(*key)
+        return cached(*key)
+
+    return get
+
+
+@_cached
+def _local_values_fn(operator, log_psi, chunk_size, mesh, choices):
+    with tuning.using(choices):
+        return make_local_energy(operator, log_psi, chunk_size=chunk_size, mesh=mesh)
+
+
+def expect(
+    log_psi: Callable,
+    params,
+    samples,
+    operator: SpinHamiltonian,
+    *,
+    n_chains: int | None = None,
+    chunk_size: int | None = None,
+    mesh=None,
+    weights=None,
+    log_psi_samples=None,
+) -> Stats:
+    """``<O>`` from samples: the statistics of ``O_loc(s) = sum_s' O[s, s'] psi(s')/psi(s)``.
+
+    ``operator``: any Hamiltonian-contract operator (a
+    :class:`~quantax_lite.spin_operators.LocalOperator`, a ``Heisenberg``, ...);
+    ``samples`` ``(n_samples, n_sites)`` int8, chain-major with ``n_chains`` chains (None:
+    one chain). The local values come from the local-energy engine
+    (:func:`~quantax_lite.operators.make_local_energy`, chunked by ``chunk_size`` samples
+    per device, built once per operator and wavefunction); the result is
+    ``statistics(per_chain(O_loc, n_chains))``, complex when ``O_loc`` is. ``weights``:
+    exact mode (module docstring). ``log_psi_samples``: ``log_psi(params, samples)`` if known.
+    """
+    n_sites, _ = _hamiltonian_sizes(operator)
+    samples = _samples(samples, n_sites)
+    n = samples.shape[0]
+    n_chains = _chains(n_chains, n)
+    w = _weights(weights, n)
+    if chunk_size is not None:
+        chunk_size = positive_int(chunk_size, "chunk_size")
+    fn = _local_values_fn(operator, log_psi, chunk_size, mesh, tuning.current())
+    if log_psi_samples is not None:
+        log_psi_samples = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    values = fn(params, samples, log_psi_samples)
+    return _stats(values, n_chains, w)
+
+
+# ------------------------------------------------------------ ratios psi(P s) / psi(s)
+def _default_chunk(chunk_size, n_moves: int):
+    if chunk_size is not None:
+        return positive_int(chunk_size, "chunk_size")
+    return max(1, tuning.current().local_energy_rows // max(1, n_moves))
+
+
+@_cached
+def _moved_values_fn(log_psi, kind: str, table_key, chunk_size, mesh, choices):
+    """A jitted ``(params, samples, log_psi_samples) -> (n_samples, k)`` real local values
+    from the ratios ``psi(s[perm]) / psi(s)`` over a fixed table of site permutations."""
+    perms, combine = _KINDS[kind](*table_key)
+    perms = jnp.asarray(perms)
+    n_moves, n_sites = perms.shape
+
+    def rows(params, s, lp):
+        b = s.shape[0]
+        moved = s[:, perms]  # (b, n_moves, n_sites): moved[:, k, i] = s[:, perms[k, i]]
+        lpm = log_psi(params, moved.reshape(b * n_moves, n_sites)).reshape(b, n_moves)
+        ratios = jnp.exp(lpm - lp[:, None])
+        return combine(s, ratios)
+
+    with tuning.using(choices):
+        f = chunk_map(rows, in_axes=(None, 0, 0), chunk_size=chunk_size, use_scan=True,
+                      shard_batch=True, mesh=mesh)
+    return jax.jit(f)
+
+
+def _swap_perms(n_sites: int, pairs: np.ndarray) -> np.ndarray:
+    perms = np.tile(np.arange(n_sites), (len(pairs), 1))
+    k = np.arange(len(pairs))
+    perms[k, pairs[:, 0]] = pairs[:, 1]
+    perms[k, pairs[:, 1]] = pairs[:, 0]
+    return perms
+
+
+def _pair_kind(n_sites: int):
+    """S_i . S_j for every pair i < j (np.triu_indices order)."""
+    i, j = np.triu_indices(n_sites, k=1)
+    perms = _swap_perms(n_sites, np.stack([i, j], 1))
+
+    def combine(s, ratios):
+        sf = s.astype(jnp.result_type(float))
+        anti = s[:, i] != s[:, j]
+        off = jnp.where(anti, 0.5 * jnp.real(jnp.where(anti, ratios, 0)), 0.0)
+        return sf[:, i] * sf[:, j] / 4 + off
+
+    return perms, combine
+
+
+def _dimer_kind(n_sites: int, bonds_bytes: bytes, group_bytes: bytes, n_groups: int):
+    """Per sample: the bond values D_b (n_bonds) and, for each group of ordered bond pairs,
+    the sum of Re (D_b1 D_b2)_loc over its pairs (n_groups)."""
+    bonds = np.frombuffer(bonds_bytes, np.int64).reshape(-1, 2)
+    group = np.frombuffer(group_bytes, np.int64).reshape(len(bonds), len(bonds))
+    nb = len(bonds)
+    single = _swap_perms(n_sites, bonds)  # (nb, n)
+    # s[p1][p2] = s[p1[p2]]: first swap b1, then b2
+    double = np.stack([single[b1][single[b2]] for b1 in range(nb) for b2 in range(nb)])
+    perms = np.concatenate([single, double])
+    bi, bj = bonds[:, 0], bonds[:, 1]
+    onehot = np.zeros((nb * nb, n_groups))
+    onehot[np.arange(nb * nb), group.reshape(-1)] = 1.0
+
+    def combine(s, ratios):
+        real = jnp.result_type(float)
+        r1 = ratios[:, :nb]
+        r2 = ratios[:, nb:].reshape(-1, nb, nb)
+        sf = s.astype(real)
+        d = sf[:, bi] * sf[:, bj] / 4  # (b, nb)
+        anti = s[:, bi] != s[:, bj]
+        s1 = s[:, single]  # (b, nb, n): s after the swap of b1
+        d2s1 = s1[:, :, bi].astype(real) * s1[:, :, bj].astype(real) / 4  # (b, b1, b2)
+        anti2s1 = s1[:, :, bi] != s1[:, :, bj]
+        rr1 = jnp.where(anti, jnp.real(jnp.where(anti, r1, 0)), 0.0)  # Re R(swap_b s) on anti bonds
+        bond = d + 0.5 * rr1
+        both = anti[:, :, None] & anti2s1
+        rr2 = jnp.where(both, jnp.real(jnp.where(both, r2, 0)), 0.0)
+        dd = (
+            d[:, :, None] * d[:, None, :]
+            + 0.5 * d[:, :, None] * rr1[:, None, :]
+            + 0.5 * rr1[:, :, None] * d2s1
+            + 0.25 * rr2
+        )
+        return jnp.concatenate([bond, dd.reshape(dd.shape[0], -1) @ jnp.asarray(onehot, real)], axis=1)
+
+    return perms, combine
+
+
+_KINDS = {"pairs": _pair_kind, "dimers": _dimer_kind}
+
+
+def _moved_values(log_psi, params, samples, lp, kind, table_key, n_moves, chunk_size, mesh):
+    chunk = _default_chunk(chunk_size, n_moves)
+    fn = _moved_values_fn(log_psi, kind, table_key, chunk, mesh, tuning.current())
+    return fn(params, samples, lp)
+
+
+# ------------------------------------------------------------------ spin correlations
+class SpinCorrelations(NamedTuple):
+    """``<S_i . S_j>`` for every pair (numpy ``(n, n)``: ``mean``, ``error``, ``tau``) and
+    ``<S^z_i S^z_j>`` (``zz_mean``, ``zz_error``); ``pair_values`` ``(n_samples, n_pairs)``
+    the per-sample local values of ``S_i . S_j`` for ``i < j`` (``np.triu_indices`` order),
+    from which :func:`structure_factor` and :func:`correlation_vs_distance` take their
+    statistics; ``n_chains``; ``weights`` (exact mode) or None."""
+
+    mean: np.ndarray
+    error: np.ndarray
+    tau: np.ndarray
+    zz_mean: np.ndarray
+    zz_error: np.ndarray
+    pair_values: Any
+    n_chains: int
+    weights: Any
+
+    @property
+    def n_sites(self) -> int:
+        return self.mean.shape[0]
+
+
+def _pairs_to_matrix(values: np.ndarray, n: int, diagonal: float) -> np.ndarray:
+    out = np.full((n, n), diagonal, dtype=np.float64)
+    i, j = np.triu_indices(n, k=1)
+    out[i, j] = out[j, i] = values
+    return out
+
+
+def sz_correlations(samples, *, n_chains: int | None = None, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """``<S^z_i S^z_j>`` from the samples alone (diagonal): ``(mean (n, n), error (n, n))``."""
+    samples = jnp.asarray(samples)
+    if samples.ndim != 2:
+        raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
+    n_sites = samples.shape[1]
+    samples = _samples(samples, n_sites)
+    n_chains = _chains(n_chains, samples.shape[0])
+    w = _weights(weights, samples.shape[0])
+    i, j = np.triu_indices(n_sites, k=1)
+    sf = samples.astype(jnp.result_type(float))
+    mean, error, _ = _stats_of_columns(sf[:, i] * sf[:, j] / 4, n_chains, w)
+    return _pairs_to_matrix(mean, n_sites, 0.25), _pairs_to_matrix(error, n_sites, 0.0)
+
+
+def spin_correlations(
+    log_psi: Callable,
+    params,
+    samples,
+    *,
+    n_chains: int | None = None,
+    chunk_size: int | None = None,
+    mesh=None,
+    weights=None,
+    log_psi_samples=None,
+) -> SpinCorrelations:
+    """``<S_i . S_j>`` for all pairs at once.
+
+    Per sample, the local value of ``S_i . S_j = S^z_i S^z_j + (S+_i S-_j + S-_i S+_j) / 2``
+    is ``s_i s_j / 4 + [s_i != s_j] Re psi(s with i, j swapped) / (2 psi(s))``: one
+    network evaluation per pair and sample (``n (n - 1) / 2``), chunked by ``chunk_map``
+    (``chunk_size`` samples per device per step; None: about
+    ``tuning.current().local_energy_rows`` evaluations per step). Statistics per entry
+    (:func:`quantax_lite.stats.statistics`, tau included). ``pair_values`` holds
+    ``n_samples * n (n - 1) / 2`` floats.
+    """
+    samples = jnp.asarray(samples) if hasattr(samples, "shape") else jnp.asarray(np.asarray(samples))
+    if samples.ndim != 2:
+        raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
+    n_sites = samples.shape[1]
+    if n_sites < 2:
+        raise ValueError(f"samples: expected at least 2 sites, got shape {tuple(samples.shape)}")
+    samples = _samples(samples, n_sites)
+    n = samples.shape[0]
+    n_chains = _chains(n_chains, n)
+    w = _weights(weights, n)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    n_pairs = n_sites * (n_sites - 1) // 2
+    values = _moved_values(log_psi, params, samples, lp, "pairs", (n_sites,), n_pairs, chunk_size, mesh)
+    mean, error, tau = _stats_of_columns(values, n_chains, w)
+    zz_mean, zz_error = sz_correlations(samples, n_chains=n_chains, weights=weights)
+    return SpinCorrelations(
+        mean=_pairs_to_matrix(mean, n_sites, 0.75),
+        error=_pairs_to_matrix(error, n_sites, 0.0),
+        tau=_pairs_to_matrix(tau, n_sites, np.nan),
+        zz_mean=zz_mean,
+        zz_error=zz_error,
+        pair_values=values,
+        n_chains=n_chains,
+        weights=w,
+    )
+
+
+def _pair_functional(corr, coefficients: np.ndarray, constant: np.ndarray):
+    """Linear functionals ``f_k = constant_k + sum_{i<j} coefficients[p, k] C_ij`` of the
+    correlations: ``(mean (K,), error (K,) or None)``; per sample when ``corr`` is a
+    :class:`SpinCorrelations`, on the matrix when it is an ``(n, n)`` array."""
+    if isinstance(corr, SpinCorrelations):
+        per_sample = jnp.asarray(corr.pair_values) @ jnp.asarray(coefficients, jnp.result_type(float))
+        mean, error, _ = _stats_of_columns(per_sample, corr.n_chains, corr.weights)
+        return mean + constant, error
+    c = np.asarray(corr, dtype=np.float64)
+    i, j = np.triu_indices(c.shape[0], k=1)
+    return c[i, j] @ coefficients + constant, None
+
+
+def _corr_sites(corr) -> int:
+    if isinstance(corr, SpinCorrelations):
+        return corr.n_sites
+    c = np.asarray(corr)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ValueError(f"corr: expected SpinCorrelations or an (n, n) matrix, got shape {c.shape}")
+    return c.shape[0]
+
+
+# ------------------------------------------------------------------- structure factor
+class StructureFactor(NamedTuple):
+    """``q`` ``(n_q, ndim)``, ``mean`` ``(n_q,)`` and ``error`` ``(n_q,)`` (None for a matrix input)."""
+
+    q: np.ndarray
+    mean: np.ndarray
+    error: Any
+
+
+def lattice_momenta(lattice: Lattice) -> np.ndarray:
+    """Every momentum ``q_d = 2 pi m_d / L_d`` of the lattice, ``m_d`` in
+    ``-(L_d - 1) // 2 .. L_d // 2`` (so ``q`` in ``(-pi, pi]``), row-major over the axes: ``(N, ndim)``."""
+    lattice = _lattice(lattice)
+    axes = [2 * np.pi * np.arange(-((L - 1) // 2), L // 2 + 1) / L for L in lattice.shape]
+    grids = np.meshgrid(*axes, indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1)
+
+
+def _check_momenta(q, lattice: Lattice) -> np.ndarray:
+    q = np.asarray(q, dtype=np.float64)
+    if q.ndim == 1:
+        q = q[None, :]
+    if q.ndim != 2 or q.shape[1] != lattice.ndim:
+        raise ValueError(f"q: expected momenta of shape (n_q, {lattice.ndim}), got {q.shape}")
+    m = q * np.asarray(lattice.shape) / (2 * np.pi)
+    bad = np.any(np.abs(m - np.round(m)) > 1e-8, axis=1) | ~np.all(np.isfinite(q), axis=1)
+    if np.any(bad):
+        k = int(np.nonzero(bad)[0][0])
+        raise ValueError(
+            f"q: momentum {tuple(float(x) for x in q[k])} is not on the lattice {lattice.name} "
+            f"(each component must be 2 pi m / L with L = {lattice.shape})"
+        )
+    return q
+
+
+def structure_factor(corr, lattice: Lattice, q=None) -> StructureFactor:
+    """``S(q) = (1/N) sum_ij e^{i q . (r_i - r_j)} <S_i . S_j>`` (real: the sum is symmetric).
+
+    ``corr``: a :class:`SpinCorrelations` (errors from the per-sample ``S(q)``, statistics
+    incl. tau) or an ``(n, n)`` matrix (exact correlations; ``error`` None). ``q``: momenta
+    ``(n_q, ndim)`` or one ``(ndim,)`` momentum on the lattice (``2 pi m / L`` per axis;
+    ValueError naming ``q`` otherwise); None: every momentum, :func:`lattice_momenta`.
+    ``r_i`` are the site coordinates; ``S(0) = S_tot (S_tot + 1) / N`` summed over the sector.
+    """
+    n = _corr_sites(corr)
+    lattice = _lattice(lattice, n)
+    q = lattice_momenta(lattice) if q is None else _check_momenta(q, lattice)
+    i, j = np.triu_indices(n, k=1)
+    dr = lattice.coords[i] - lattice.coords[j]  # (n_pairs, ndim)
+    coef = 2.0 * np.cos(dr @ q.T) / n  # (n_pairs, n_q)
+    mean, error = _pair_functional(corr, coef, np.full(len(q), 0.75))
+    return StructureFactor(q, mean, error)
+
+
+def _staggered_signs(lattice: Lattice) -> np.ndarray:
+    return 1.0 - 2.0 * (lattice.coords.sum(axis=1) % 2)
+
+
+def staggered_magnetization_sq(corr, lattice: Lattice) -> tuple[float, Any]:
+    """``m^2 = <(sum_i eps_i S_i)^2> / N^2 = S(Q) / N``, ``eps_i = (-1)^{sum of the coordinates of i}``
+    (``Q = (pi, ..., pi)``; also on lattices where Q is not a lattice momentum). Returns
+    ``(S(Q), error), (m^2, error)`` as two ``(mean, error)`` pairs."""
+    n = _corr_sites(corr)
+    lattice = _lattice(lattice, n)
+    eps = _staggered_signs(lattice)
+    i, j = np.triu_indices(n, k=1)
+    coef = np.stack([2.0 * eps[i] * eps[j] / n, 2.0 * eps[i] * eps[j] / n**2], axis=1)
+    mean, error = _pair_functional(corr, coef, np.array([0.75, 0.75 / n]))
+    err = (None, None) if error is None else (float(error[0]), float(error[1]))
+    return (float(mean[0]), err[0]), (float(mean[1]), err[1])
+
+
+# ----------------------------------------------------------- correlation vs distance
+class CorrelationVsDistance(NamedTuple):
+    """``C(r)`` per displacement ``r`` ``(n_r, ndim)`` (``distance`` ``(n_r,)``, ``mean``,
+    ``error``) and per distance (``shell_distance``, ``shell_mean``, ``shell_error``)."""
+
+    r: np.ndarray
+    distance: np.ndarray
+    mean: np.ndarray
+    error: Any
+    shell_distance: np.ndarray
+    shell_mean: np.ndarray
+    shell_error: Any
+
+
+def correlation_vs_distance(corr, lattice: Lattice) -> CorrelationVsDistance:
+    """``C(r) = mean over ordered pairs (i, j) with r_j - r_i = r of <S_i . S_j>``.
+
+    ``r`` is the minimum-image displacement (:meth:`Lattice.displacement`) under periodic
+    boundaries, where every ``r`` has ``N`` pairs and ``C(r) = (1/N) sum_i <S_i . S_{i+r}>``
+    (``= <S_0 . S_r>`` in a translation-invariant state); the plain displacement on open
+    lattices. ``C(0) = 3/4``. Shells: the mean over every pair at the same ``|r|``.
+    Ordered by distance, then by ``r``.
+    """
+    n = _corr_sites(corr)
+    lattice = _lattice(lattice, n)
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    a, b = a.reshape(-1), b.reshape(-1)
+    d = lattice.displacement(a, b)
+    vecs, group = np.unique(d, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    dist = np.sqrt((vecs**2).sum(axis=1))
+    order = np.lexsort(tuple(vecs.T[::-1]) + (np.round(dist, 9),))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    vecs, dist, group = vecs[order], dist[order], rank[group]
+    shells, shell_of = np.unique(np.round(dist, 9), return_inverse=True)
+    shell_of = shell_of.reshape(-1)
+
+    def functional(group_of_pair, n_groups):
+        counts = np.bincount(group_of_pair, minlength=n_groups).astype(np.float64)
+        coef = np.zeros((n * (n - 1) // 2, n_groups))
+        const = np.zeros(n_groups)
+        iu = np.full((n, n), -1)
+        ti, tj = np.triu_indices(n, k=1)
+        iu[ti, tj] = iu[tj, ti] = np.arange(len(ti))
+        for p, g in zip(range(len(a)), group_of_pair):
+            if a[p] == b[p]:
+                const[g] += 0.75
+            else:
+                coef[iu[a[p], b[p]], g] += 1.0
+        return _pair_functional(corr, coef / counts, const / counts)
+
+    mean, error = functional(group, len(vecs))
+    shell_mean, shell_error = functional(shell_of[group], len(shells))
+    return CorrelationVsDistance(vecs, dist, mean, error, shells, shell_mean, shell_error)
+
+
+# ------------------------------------------------------------------ dimer correlations
+class DimerCorrelations(NamedTuple):
+    """Dimer-dimer correlations along one axis, ``D_i = S_i . S_{i+e}``.
+
+    ``r`` ``(n_r, ndim)`` bond displacements (from the first site of one bond to that of the
+    other, minimum image), ``distance``; ``mean``/``error``: the plain correlation
+    ``(1/N_r) sum_{pairs at r} Re <D_i D_j>``; ``connected_mean``/``connected_error``: the plain
+    one minus ``<D>^2``; ``bond_mean``/``bond_error``: ``<D> = (1/N_b) sum_i <D_i>``.
+    """
+
+    axis: int
+    r: np.ndarray
+    distance: np.ndarray
+    mean: np.ndarray
+    error: np.ndarray
+    connected_mean: np.ndarray
+    connected_error: np.ndarray
+    bond_mean: float
+    bond_error: float
+
+
+def _axis_bonds(lattice: Lattice, axis: int) -> np.ndarray:
+    L = lattice.shape[axis]
+    coords = lattice.coords
+    keep = np.ones(lattice.n_sites, bool) if lattice.pbc else coords[:, axis] < L - 1
+    start = np.nonzero(keep)[0]
+    step = np.zeros(lattice.ndim, np.int64)
+    step[axis] = 1
+    end = lattice.site_index(coords[start] + step)
+    return np.stack([start, end], axis=1).astype(np.int64)
+
+
+def dimer_correlations(
+    log_psi: Callable,
+    params,
+    samples,
+    lattice: Lattice,
+    axis: int = 0,
+    *,
+    n_chains: int | None = None,
+    chunk_size: int | None = None,
+    mesh=None,
+    weights=None,
+    log_psi_samples=None,
+) -> DimerCorrelations:
+    """Dimer-dimer correlations of the bonds ``(i, i + e_axis)`` (every site under periodic
+    boundaries; axis of length >= 2).
+
+    The local value of ``D_1 D_2`` (bonds ``b1``, ``b2``, overlapping ones included) needs
+    ``psi`` at ``s`` with ``b2`` swapped, ``b1`` swapped and both: ``N_b + N_b^2``
+    evaluations per sample. Its real part is averaged (``Re <D_1 D_2>``, the symmetrized
+    product ``<{D_1, D_2}> / 2`` for bonds that share a site). The connected correlation
+    ``C_D(r) - <D>^2`` gets its error from the linearized per-sample value
+    ``DD_loc(s) - 2 <D> D_loc(s)`` (delta method).
+    """
+    lattice = _lattice(lattice)
+    axis = positive_int(axis, "axis", minimum=0)
+    if axis >= lattice.ndim or lattice.shape[axis] < 2:
+        raise ValueError(f"axis: expected an axis of length >= 2 of the lattice {lattice.name}, got {axis}")
+    n_sites = lattice.n_sites
+    samples = _samples(samples, n_sites)
+    n = samples.shape[0]
+    n_chains = _chains(n_chains, n)
+    w = _weights(weights, n)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    bonds = _axis_bonds(lattice, axis)
+    nb = len(bonds)
+    d = lattice.displacement(np.repeat(bonds[:, 0], nb), np.tile(bonds[:, 0], nb))
+    vecs, group = np.unique(d, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    dist = np.sqrt((vecs**2).sum(axis=1))
+    order = np.lexsort(tuple(vecs.T[::-1]) + (np.round(dist, 9),))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    vecs, dist, group = vecs[order], dist[order], rank[group]
+    counts = np.bincount(group, minlength=len(vecs)).astype(np.float64)
+    key = (n_sites, bonds.astype(np.int64).tobytes(), group.astype(np.int64).tobytes(), len(vecs))
+    values = _moved_values(log_psi, params, samples, lp, "dimers", key, nb + nb * nb, chunk_size, mesh)
+    bond_local = jnp.mean(values[:, :nb], axis=1)
+    plain = values[:, nb:] / jnp.asarray(counts)
+    mean, error, _ = _stats_of_columns(plain, n_chains, w)
+    b = _stats(bond_local, n_chains, w)
+    d_mean = float(jnp.real(b.mean))
+    linear = plain - 2.0 * d_mean * bond_local[:, None]
+    _, c_error, _ = _stats_of_columns(linear, n_chains, w)
+    return DimerCorrelations(axis, vecs, dist, mean, error, mean - d_mean**2, c_error, d_mean,
+                             float(b.error_of_mean))
+
+
+# ------------------------------------------------------------------------ Sz moments
+def sz_moments(samples, *, n_chains: int | None = None, weights=None) -> tuple[Stats, Stats]:
+    """``(<S^z_tot>, <(S^z_tot)^2>)`` with ``S^z_tot = sum_i s_i / 2``, from the samples alone."""
+    samples = jnp.asarray(samples)
+    if samples.ndim != 2:
+        raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
+    samples = _samples(samples, samples.shape[1])
+    n_chains = _chains(n_chains, samples.shape[0])
+    w = _weights(weights, samples.shape[0])
+    m = jnp.sum(samples.astype(jnp.result_type(float)), axis=1) / 2
+    return _stats(m, n_chains, w), _stats(m**2, n_chains, w)
+
+
+# --------------------------------------------------------------------------- measure
+def _num(x):
+    """A plain float; NaN and inf as None (JSON null)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _list(x):
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 0:
+        return _num(a)
+    return [_list(v) for v in a]
+
+
+def _mean_error(mean, error) -> dict:
+    return {"mean": _list(mean), "error": _list(error)}
+
+
+def _stats_dict(st: Stats) -> dict:
+    out = {"mean": _num(jnp.real(st.mean)), "error": _num(st.error_of_mean)}
+    if jnp.iscomplexobj(st.mean) and float(jnp.imag(st.mean)) != 0.0:
+        out["imag"] = _num(jnp.imag(st.mean))
+    return out
+
+
+def measure(
+    log_psi: Callable,
+    params,
+    samples,
+    lattice: Lattice,
+    *,
+    hamiltonian: SpinHamiltonian | None = None,
+    n_chains: int | None = None,
+    chunk_size: int | None = None,
+    mesh=None,
+    weights=None,
+    log_psi_samples=None,
+    dimers: bool = True,
+) -> dict:
+    """Every observable of this module from one set of samples, as a JSON-ready dict.
+
+    Plain Python floats, ints and nested lists (NaN as None); the schema
+    (``"schema": SCHEMA``) is written out in ``docs/observables.md``. ``hamiltonian``: adds
+    ``"energy"``. ``dimers=False`` leaves out the dimer correlations (their cost grows as
+    ``N^2`` evaluations per sample and axis). Other arguments as in :func:`spin_correlations`.
+    """
+    lattice = _lattice(lattice)
+    n_sites = lattice.n_sites
+    samples = _samples(samples, n_sites)
+    n = samples.shape[0]
+    n_chains = _chains(n_chains, n)
+    w = _weights(weights, n)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    common = dict(n_chains=n_chains, chunk_size=chunk_size, mesh=mesh, weights=weights, log_psi_samples=lp)
+    out: dict = {
+        "schema": SCHEMA,
+        "units": "spin-1/2 (S = sigma/2)",
+        "n_sites": n_sites,
+        "n_samples": int(n),
+        "n_chains": n_chains,
+        "exact": w is not None,
+        "lattice": {"shape": list(lattice.shape), "pbc": bool(lattice.pbc), "name": lattice.name},
+    }
+    if hamiltonian is not None:
+        h_sites, _ = _hamiltonian_sizes(hamiltonian)
+        if h_sites != n_sites:
+            raise ValueError(f"hamiltonian: acts on {h_sites} sites, the lattice has {n_sites}")
+        st = expect(log_psi, params, samples, hamiltonian, **common)
+        energy = _stats_dict(st)
+        energy.update(
+            variance=_num(st.variance), tau=_num(st.tau), r_hat=_num(st.r_hat),
+            per_site=_num(jnp.real(st.mean) / n_sites), per_site_error=_num(st.error_of_mean / n_sites),
+        )
+        out["energy"] = energy
+    corr = spin_correlations(log_psi, params, samples, **common)
+    out["spin_correlations"] = _mean_error(corr.mean, corr.error)
+    out["sz_correlations"] = _mean_error(corr.zz_mean, corr.zz_error)
+    cr = correlation_vs_distance(corr, lattice)
+    out["correlation_vs_distance"] = {
+        "r": cr.r.tolist(), "distance": _list(cr.distance), "mean": _list(cr.mean), "error": _list(cr.error),
+        "shells": {"distance": _list(cr.shell_distance), "mean": _list(cr.shell_mean),
+                   "error": _list(cr.shell_error)},
+    }
+    sq = structure_factor(corr, lattice)
+    out["structure_factor"] = {"q": _list(sq.q), "mean": _list(sq.mean), "error": _list(sq.error)}
+    (s_q, s_q_err), (m2, m2_err) = staggered_magnetization_sq(corr, lattice)
+    out["s_pi_pi"] = {"q": [math.pi] * lattice.ndim, "mean": _num(s_q), "error": _num(s_q_err)}
+    out["staggered_magnetization_sq"] = {"mean": _num(m2), "error": _num(m2_err)}
+    sz, sz2 = sz_moments(samples, n_chains=n_chains, weights=weights)
+    out["sz"] = _stats_dict(sz)
+    out["sz_squared"] = _stats_dict(sz2)
+    if dimers:
+        dim = {}
+        for axis, name in zip(range(lattice.ndim), "xyz"):
+            if lattice.shape[axis] < 2:
+                continue
+            dc = dimer_correlations(log_psi, params, samples, lattice, axis, **common)
+            dim[name] = {
+                "r": dc.r.tolist(), "distance": _list(dc.distance), "mean": _list(dc.mean),
+                "error": _list(dc.error), "connected_mean": _list(dc.connected_mean),
+                "connected_error": _list(dc.connected_error),
+                "bond": {"mean": _num(dc.bond_mean), "error": _num(dc.bond_error)},
+            }
+        out["dimer_correlations"] = dim
+    return out
