@@ -1,9 +1,13 @@
-"""The ``quantax-lite`` command: ``quantax-lite train [options]``.
+"""The ``quantax-lite`` command: ``quantax-lite train [options]``, ``quantax-lite measure --out DIR``.
 
-parse -> :class:`~quantax_lite.recipes.Recipe` -> :func:`~quantax_lite.vmc.run` in a run
-folder -> report. With no options it trains the symmetrized conv network on the 4x4
+train: parse -> :class:`~quantax_lite.recipes.Recipe` -> :func:`~quantax_lite.vmc.run` in a
+run folder -> report. With no options it trains the symmetrized conv network on the 4x4
 Heisenberg antiferromagnet and prints energy ± error, energy per site, the exact energy,
-the relative error, the V-score and the wall time.
+the relative error, the V-score, S(π,π) and m², and the wall time.
+
+measure: the run of a folder rebuilt through its recipe (:func:`~quantax_lite.recipes.load_run`),
+fresh samples from its newest readable checkpoint, :func:`quantax_lite.observables.measure`
+-> ``observables.json``, ``structure_factor.png``, ``correlations.png``.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ RECIPE = {f.name: f.default for f in dataclasses.fields(Recipe)}
 # Options added after runs were made without them, with the value those runs had.
 _OPTIONS_OF_EARLIER_RUNS = FIELDS_OF_EARLIER_RUNS
 # Options that do not define a run (not compared on --resume).
-_NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command",
+_NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command", "measure",
                  "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
                  # how memory is bounded, not what is computed: a run may resume on another device
                  "chunk_size", "memory_budget"}
@@ -45,7 +49,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quantax-lite", description="Neural quantum states by variational Monte Carlo.")
-    t = parser.add_subparsers(dest="command").add_parser(
+    subparsers = parser.add_subparsers(dest="command")
+    t = subparsers.add_parser(
         "train", help="train a neural quantum state (default: 4x4 Heisenberg)",
         description="Train the symmetrized convolutional NQS by VMC with SR/MinSR. Energies in spin-1/2 units "
         "(Heisenberg, J1-J2) or Pauli units (tfim). Writes log.jsonl, summary.json, energy.png and the last "
@@ -71,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--keep-checkpoints", type=int, default=3, help="newest checkpoints kept, an older one is used "
                    "when the newest is damaged (default: 3)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--measure", action="store_true", help="at the end, also measure the observables on the final "
+                   "estimate's samples, as quantax-lite measure does (observables.json and its plots)")
     g = t.add_argument_group("multi-process (JAX's multi-controller runtime)")
     g.add_argument("--coordinator", help="HOST:PORT of process 0")
     g.add_argument("--num-processes", type=int, help="number of processes")
@@ -79,7 +86,31 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 300)")
     g.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() with auto-detection (SLURM, Open MPI, ...)")
+    _add_measure_parser(subparsers)
     return parser
+
+
+def _add_measure_parser(subparsers) -> None:
+    from .recipes import _int_or_auto, _number
+
+    m = subparsers.add_parser(
+        "measure", help="measure the observables of a trained run (spin correlations, structure factor, ...)",
+        description="Rebuild the run in --out from its newest readable checkpoint (a finished or interrupted "
+        "quantax-lite train run), draw fresh samples (the checkpoint's chains, thermalized again) and write "
+        "observables.json (energy, <S_i.S_j>, C(r), S(q), S(pi,pi), m^2, dimer correlations; strict JSON, "
+        "spin-1/2 units S = sigma/2, energies in the run's units), structure_factor.png and correlations.png to "
+        "--out. Exit status 2 for a usage error (one line).")
+    m.add_argument("--out", required=True, help="the run folder (a quantax-lite train --out)")
+    m.add_argument("--samples", type=int, help="fresh samples, drawn in blocks of the run's samples per step "
+                   "(default: the run's --eval-samples)")
+    m.add_argument("--seed", type=int, default=0, help="PRNG seed of the fresh chains (default: 0)")
+    m.add_argument("--chunk-size", type=_int_or_auto, default="auto", help="samples per device per chunk of "
+                   "the network evaluations, to bound memory; auto: the library's (default: auto)")
+    m.add_argument("--memory-budget", type=_number, help="memory per device for chunk-size auto, as in train "
+                   "(default: the device's memory)")
+    m.add_argument("--no-dimers", dest="dimers", action="store_false", help="leave out the dimer correlations "
+                   "(N_bonds^2 network evaluations per sample and axis)")
+    m.add_argument("--no-progress", action="store_true", help="no progress messages")
 
 
 def _usage(fn, *args, **kwargs):
@@ -94,7 +125,8 @@ def _usage(fn, *args, **kwargs):
 def _as_option(message: str) -> str:
     """A library message naming arguments ('lr_half_life: ...', '`restart`') in options'
     words ('--lr-half-life: ...', '--restart')."""
-    names = set(vars(build_parser().parse_args(["train"])))
+    parser = build_parser()
+    names = set(vars(parser.parse_args(["train"]))) | set(vars(parser.parse_args(["measure", "--out", "."])))
     names |= {"out_dir"}
 
     def option(name):
@@ -156,7 +188,9 @@ def _train(args, recipe, out, config, main) -> dict:
     from .memory import MemoryBudgetError
     from .recipes import build
     from .report import finish_run, format_table, summary_of
-    from .vmc import Diverged, energy_estimate, load_latest_checkpoint, run
+    from .report import write_observables
+    from .stats import statistics
+    from .vmc import Diverged, load_latest_checkpoint, run
 
     r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
@@ -186,12 +220,21 @@ def _train(args, recipe, out, config, main) -> dict:
     # seconds per iteration after the first step of this call (which includes compilation)
     span = [r_["wall_time_s"] for r_ in records]
     per_iteration = (span[-1] - span[0]) / (len(span) - 1) if len(span) > 1 else (span[0] if span else None)
-    try:
-        stats, state = energy_estimate(r.vmc, state, recipe.n_eval_samples)
+    try:  # the energy_estimate of vmc, keeping its samples for the observables
+        samples, log_psi_s, e_loc, chains = draw_samples(r.vmc, state.sampler, state.params,
+                                                         recipe.n_eval_samples)
     except MemoryBudgetError as err:  # a resumed run that has no step left to take
         raise UsageError(_as_option(str(err))) from None
-    summary.update(iterations=int(state.iteration), **summary_of(stats, r.lattice.n_sites, exact),
-                   wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
+    state = state._replace(sampler=chains)
+    summary.update(iterations=int(state.iteration), **summary_of(statistics(e_loc), r.lattice.n_sites, exact))
+    if not summary["diverged"]:
+        summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size))
+        if args.measure:
+            obs = measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size)
+            obs["run"] = _provenance(recipe, int(state.iteration), "final estimate of train", exact)
+            if main:
+                write_observables(out, obs, f"{summary['hamiltonian']} {summary['lattice']}")
+    summary.update(wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
     if main:
         finish_run(out, summary, exact)
     if summary["diverged"]:
@@ -200,6 +243,128 @@ def _train(args, recipe, out, config, main) -> dict:
     if main:
         print(format_table(summary))
     return summary
+
+
+def draw_samples(vmc, chains, params, n_samples: int):
+    """Fresh samples as :func:`~quantax_lite.vmc.energy_estimate` draws them (blocks of at
+    most a step's samples, so the memory is that of a training step; the same local
+    energies), kept: ``(samples (n, n_sites) chain-major over the whole draw, log_psi (n,),
+    local energies (n_chains, n / n_chains), chains)``. ``n_samples`` a multiple of the
+    step's samples when larger."""
+    import jax.numpy as jnp
+
+    from .sampler import per_chain
+
+    block = min(n_samples, vmc.n_samples)
+    if n_samples % block:
+        raise ValueError(f"n_samples={n_samples} must be a multiple of the step's {block} samples.")
+    n_chains = vmc.sampler.n_chains
+    parts = []
+    for _ in range(n_samples // block):
+        s, lp, chains = vmc.sampler.sample(chains, params, block)
+        e = vmc.local_energies(params, s, lp)
+        parts.append((per_chain(s, n_chains), per_chain(lp, n_chains), per_chain(e, n_chains)))
+    s, lp, e = (jnp.concatenate(x, axis=1) for x in zip(*parts))
+    return s.reshape(n_samples, s.shape[-1]), lp.reshape(n_samples), e, chains
+
+
+def _observable_chunk(chunk_size):
+    """The observables' chunk: an int --chunk-size as given, else the library's (None)."""
+    return None if chunk_size in (None, "auto") else chunk_size
+
+
+def _order_parameter(r, params, samples, chunk_size) -> dict:
+    """S(pi, pi) and m^2 for the summary table, from the first samples of every chain of
+    the final estimate: as many as cost about the energy estimate's network evaluations
+    (a pair correlation costs one evaluation per pair, the energy one per bond)."""
+    import math
+
+    from .observables import spin_correlations, staggered_magnetization_sq
+    from .recipes import physical_basis
+
+    n_chains, n_sites = r.sampler.n_chains, r.lattice.n_sites
+    per = samples.shape[0] // n_chains
+    keep = min(per, max(1, math.ceil(per * r.hamiltonian.max_conn / (n_sites * (n_sites - 1) / 2))))
+    subset = samples.reshape(n_chains, per, n_sites)[:, :keep].reshape(n_chains * keep, n_sites)
+    log_psi, _ = physical_basis(r.model.apply, r.hamiltonian)
+    corr = spin_correlations(log_psi, params, subset, n_chains=n_chains, chunk_size=_observable_chunk(chunk_size))
+    (s, s_err), (m2, m2_err) = staggered_magnetization_sq(corr, r.lattice)
+    finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
+    return {"s_pi_pi": finite(s), "s_pi_pi_error": finite(s_err), "staggered_magnetization_sq": finite(m2),
+            "staggered_magnetization_sq_error": finite(m2_err), "n_observable_samples": int(subset.shape[0])}
+
+
+def measure_samples(r, params, samples, *, chunk_size=None, dimers: bool = True) -> dict:
+    """:func:`quantax_lite.observables.measure` of the run ``r`` (a :class:`~quantax_lite.recipes.Run`)
+    on chain-major ``samples`` of its chains, in the plain spin basis
+    (:func:`~quantax_lite.recipes.physical_basis`), energies in the run's units."""
+    from .observables import measure
+    from .recipes import physical_basis
+
+    log_psi, hamiltonian = physical_basis(r.model.apply, r.hamiltonian)
+    return measure(log_psi, params, samples, r.lattice, hamiltonian=hamiltonian, n_chains=r.sampler.n_chains,
+                   chunk_size=_observable_chunk(chunk_size), dimers=dimers)
+
+
+def _provenance(recipe, iteration: int, source: str, exact) -> dict:
+    from .report import energy_unit
+
+    return {"recipe": recipe.config(), "iteration": iteration, "samples_from": source,
+            "energy_unit": energy_unit(recipe.hamiltonian), "exact_energy": exact,
+            "basis": "plain spin basis (a Marshall rotation of the training undone)"}
+
+
+def measure_run(args) -> dict:
+    """``quantax-lite measure``: the observables of the run in ``--out``; returns them."""
+    import jax
+
+    from ._validate import positive_int
+    from .recipes import load_run, recipe_of_run
+    from .report import energy_unit, plot_energy, write_observables
+    from .run_folder import lock_run_folder, read_log
+
+    if args.samples is not None:
+        _usage(positive_int, args.samples, "samples")
+    _usage(positive_int, args.seed, "seed", minimum=0)
+    jax.config.update("jax_enable_x64", True)
+    out = args.out
+    recipe = _usage(recipe_of_run, out)[0]  # names --out before the lock creates anything
+    n = args.samples or recipe.n_eval_samples
+    with lock_run_folder(out):
+        loaded = _usage(load_run, out, chunk_size=args.chunk_size, memory_budget=args.memory_budget)
+        r, state = loaded.run, loaded.state
+        chains, block = r.sampler.n_chains, min(n, recipe.samples)
+        if n % block or block % chains:
+            raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
+                             f"{recipe.samples} samples per step when larger.")
+        if not args.no_progress:
+            print(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {n} fresh samples on "
+                  f"{chains} chains, {jax.device_count()} device(s)", file=sys.stderr)
+        fresh = r.sampler.init(jax.random.PRNGKey(args.seed), state.params, initial_states=state.sampler.states)
+        samples = draw_samples(r.vmc, fresh, state.params, n)[0]  # thermalized first: fresh chains
+        obs = measure_samples(r, state.params, samples, chunk_size=args.chunk_size, dimers=args.dimers)
+        exact = recipe.reference_energy(r.lattice, r.hamiltonian)
+        obs["run"] = {**_provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact),
+                      "seed": args.seed}
+        title = f"{recipe.hamiltonian} {r.lattice.name}, step {int(state.iteration)}"
+        written = write_observables(out, obs, title)
+        log = [x for x in read_log(os.path.join(out, "log.jsonl")) if x.get("energy") is not None]
+        energy_png = os.path.join(out, "energy.png")
+        if log and not os.path.exists(energy_png):  # an interrupted run: train never drew it
+            e = obs.get("energy", {})
+            final = (e["mean"], e["error"]) if e.get("mean") is not None and e.get("error") is not None else None
+            plot_energy(energy_png, log, exact, title, n_sites=r.lattice.n_sites, final=final,
+                        unit=energy_unit(recipe.hamiltonian))
+            written.append(energy_png)
+    e, spp, m2 = obs.get("energy", {}), obs["s_pi_pi"], obs["staggered_magnetization_sq"]
+    fmt = lambda d, spec: "n/a" if d.get("mean") is None else (  # noqa: E731
+        f"{d['mean']:{spec}} ± {d['error']:{spec}}" if d.get("error") is not None else f"{d['mean']:{spec}}")
+    rows = [("energy", fmt(e, ".6f") + f"  [{energy_unit(recipe.hamiltonian)}]"),
+            ("S(pi,pi)", fmt(spp, ".5f")), ("m^2", fmt(m2, ".6f")),
+            ("written", ", ".join(os.path.basename(p) for p in written))]
+    print("\n".join(f"{k:<9} {v}" for k, v in rows))
+    return obs
+
 
 
 def _give_up_waiting(args) -> None:
@@ -222,25 +387,25 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    prog = f"quantax-lite {args.command}"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("once")
-            warnings.showwarning = lambda message, *_, **__: print(f"quantax-lite train: warning: {message}",
-                                                                   file=sys.stderr)
-            train(args)
+            warnings.showwarning = lambda message, *_, **__: print(f"{prog}: warning: {message}", file=sys.stderr)
+            (train if args.command == "train" else measure_run)(args)
     except UsageError as err:
-        print(f"quantax-lite train: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except RunFolderBusy as err:
-        print(f"quantax-lite train: error: --out {err}", file=sys.stderr)
+        print(f"{prog}: error: --out {err}", file=sys.stderr)
         return 2
     except DivergedRun as err:
-        print(f"quantax-lite train: diverged: {err}", file=sys.stderr)
+        print(f"{prog}: diverged: {err}", file=sys.stderr)
         return 3
     except Exception as err:
         if not _is_out_of_memory(err):
             raise
-        print("quantax-lite train: error: out of memory for this system; pass a smaller --memory-budget (e.g. 0.5 "
+        print(f"{prog}: error: out of memory for this system; pass a smaller --memory-budget (e.g. 0.5 "
               "of the device's memory) or --chunk-size (e.g. 64), lower --samples, or choose a smaller --lattice / "
               "--channels.", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ from .memory import check_memory_budget
 from .lattice import Chain, Lattice, Square
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
-           "recipe_of_run"]
+           "recipe_of_run", "physical_basis"]
 
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
@@ -325,6 +325,33 @@ def build(recipe: Recipe) -> Run:
     vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
+
+
+def physical_basis(log_psi, hamiltonian):
+    """``(log_psi, hamiltonian)`` in the plain spin basis, for observables that are not
+    invariant under the basis rotation a run trains in.
+
+    A Heisenberg / J1-J2 Hamiltonian with ``marshall_sign`` is ``U H U``, ``U = diag(u)``,
+    ``u(s) = prod_{i in sublattice 1} s_i``: its wavefunction is ``u(s) psi(s)``, and the
+    exchange part of ``<S_i . S_j>`` for ``i``, ``j`` on different sublattices changes sign in
+    that basis. Returned then: ``log_psi(params, s) + i pi [u(s) = -1]`` (complex) and the
+    Hamiltonian without the rotation (same energies). Otherwise both unchanged (the
+    transverse-field Ising rotation ``prod_i sigma^z_i`` flips every ``S^x``, ``S^y``, which
+    leaves ``S_i . S_j`` as it is).
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    if not getattr(hamiltonian, "marshall_sign", False):
+        return log_psi, hamiltonian
+    sub = np.nonzero(np.asarray(hamiltonian.lattice.sublattice) == 1)[0]
+
+    def plain_log_psi(params, s):
+        lp = log_psi(params, s)
+        minus = jnp.prod(jnp.asarray(s)[..., sub].astype(jnp.int32), axis=-1) < 0
+        return lp + jnp.where(minus, 1j * jnp.pi, 0.0).astype(jnp.result_type(lp.dtype, jnp.complex64))
+
+    return plain_log_psi, dataclasses.replace(hamiltonian, marshall_sign=False)
 
 
 class LoadedRun(NamedTuple):
