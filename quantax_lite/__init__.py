@@ -4,7 +4,9 @@ The public API, by topic (each lives in a small module of its own):
 
 - batching and devices: :func:`chunk_map`, :func:`make_mesh`, :func:`make_precompile_mesh`
 - lattices and symmetry: :class:`Lattice`, :func:`Chain`, :func:`Square`, :class:`Symmetry`,
-  :func:`translations`, :func:`point_group`, :func:`spin_inversion`, :func:`full_symmetry`
+  :func:`translations`, :func:`point_group`, :func:`spin_inversion`, :func:`full_symmetry`;
+  lattices with a basis: :func:`Triangular`, :func:`Honeycomb`, :func:`Kagome`,
+  :func:`allowed_momenta`, :func:`point_group_kind`
 - configurations: :func:`random_states`, :func:`all_states`
 - Hamiltonians: :class:`SpinHamiltonian` (the contract), :class:`BondHamiltonian`,
   :class:`Heisenberg`, :class:`TransverseFieldIsing`, :func:`local_energy`,
@@ -30,6 +32,7 @@ from .exact import exact_expectation, ground_state, ground_state_energy
 from .hilbert import all_states, random_states
 from .jacobian import jacobian, make_jacobian
 from .lattice import Chain, Lattice, Square
+from .lattice import Honeycomb, Kagome, Triangular
 from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
 from .operators import (
     BondHamiltonian, Heisenberg, SpinHamiltonian, TransverseFieldIsing, local_energy, make_local_energy,
@@ -40,6 +43,7 @@ from .recipes import LoadedRun, Recipe, build, load_run
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
+from .symmetry import allowed_momenta, point_group_kind
 from .utils import chunk_map, make_mesh, make_precompile_mesh
 from .run_folder import RunFolderBusy, lock_run_folder
 from .wavefunction_io import load_params, save_params
@@ -52,6 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     "chunk_map", "make_mesh", "make_precompile_mesh",
     "Lattice", "Chain", "Square",
+    "Triangular", "Honeycomb", "Kagome", "allowed_momenta", "point_group_kind",
     "Symmetry", "translations", "point_group", "spin_inversion", "product", "full_symmetry",
     "random_states", "all_states",
     "SpinHamiltonian", "BondHamiltonian", "Heisenberg", "TransverseFieldIsing", "local_energy",

@@ -521,10 +521,16 @@ class Heisenberg(BondHamiltonian):
     sector ``total_sz`` the field shifts every energy by ``-hz * total_sz``).
 
     ``marshall_sign=True`` uses the rotated basis ``U H U`` with
-    ``U = prod_{i: sublattice 1} sigma^z_i`` (checkerboard parity of the coordinates): the
-    exchange elements of bonds joining the two sublattices change sign. The spectrum is
-    unchanged; on a bipartite lattice with J2 = 0 the ground state becomes positive
-    (Marshall's rule); with J2 != 0 it remains a valid, but not sign-free, basis.
+    ``U = prod_{i: sublattice 1} sigma^z_i`` (``lattice.sublattice``: checkerboard parity of
+    the coordinates on chain and square lattices, the A/B basis index on the honeycomb
+    lattice): the exchange elements of bonds joining the two sublattices change sign. The
+    spectrum is unchanged; on a bipartite lattice with J2 = 0 the ground state becomes
+    positive (Marshall's rule); with J2 != 0 (or an odd extent) it remains a valid, but not
+    sign-free, basis. Lattices without two sublattices (triangular, kagome) raise
+    ValueError naming ``marshall_sign``.
+
+    Bonds come from ``lattice.bonds(order)`` (distance shells in real space), so the same
+    class is the J1-J2 / XXZ model on any :class:`~quantax_lite.lattice.Lattice`.
 
     ``max_conn = 1 + n_bonds`` (slot ``1 + b``: exchange on bond ``b`` of :attr:`bonds`).
     """
@@ -542,6 +548,8 @@ class Heisenberg(BondHamiltonian):
         for name in ("J1", "J2", "delta", "hz"):
             object.__setattr__(self, name, _check_coupling(getattr(self, name), name))
         object.__setattr__(self, "marshall_sign", bool(self.marshall_sign))
+        if self.marshall_sign:
+            _check_two_sublattices(self.lattice)
 
     def __repr__(self) -> str:
         # the field appears only when set, so a model without it prints as before it existed
@@ -651,14 +659,26 @@ class TransverseFieldIsing(BondHamiltonian):
         )
 
 
+def _check_two_sublattices(lattice: Lattice) -> None:
+    if lattice.n_sublattices != 2:
+        raise ValueError(
+            f"marshall_sign: needs a lattice with two sublattices (chain, square, honeycomb), "
+            f"got the {lattice.kind} lattice {lattice.name} with {lattice.n_sublattices} sublattices "
+            "(not bipartite); use marshall_sign=False"
+        )
+
+
 def marshall_sign(lattice: Lattice, states):
     """Marshall sign ``u(s) = prod_{i: sublattice 1} s_i`` (int8 +-1, shape ``(...,)``).
 
     ``Heisenberg(..., marshall_sign=True)`` is ``U H U`` with ``U = diag(u)``, so its
     eigenvectors are ``u(s) psi(s)`` for eigenvectors ``psi`` of the plain Hamiltonian.
+    A lattice without two sublattices (triangular, kagome) raises ValueError naming
+    ``marshall_sign``.
     """
     if not isinstance(lattice, Lattice):
         raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
+    _check_two_sublattices(lattice)
     states = np.asarray(_check_configurations(np.asarray(states), lattice.n_sites, "states"))
     sub = lattice.sublattice.astype(bool)
     return np.prod(states[..., sub].astype(np.int64), axis=-1).astype(np.int8)

@@ -48,6 +48,7 @@ __all__ = [
     "translations",
     "allowed_momenta",
     "point_group",
+    "point_group_kind",
     "spin_inversion",
     "product",
     "full_symmetry",
@@ -393,22 +394,227 @@ def _site_map_perm(lattice: Lattice, f) -> np.ndarray:
     return lattice.site_index(new)
 
 
+# ------------------------------------------------------------- point groups
+_N_ANGLES = 12  # candidate operations: rotations by k * 30 degrees, mirrors about axes at k * 15 degrees
+_GEOM_TOL = 1e-6
+
+
+def _candidate_operations(ndim: int):
+    """``[(label, matrix)]``: the orthogonal maps tried by the detection, in element order.
+
+    1-D: identity and ``x -> -x``. 2-D: rotations ``R_k`` by ``k * 30`` degrees
+    (``k = 0..11``), then mirrors ``m_k = R_k diag(1, -1)`` about the axis at ``k * 15``
+    degrees. Every point operation of a 2-D lattice is one of them.
+    """
+    if ndim == 1:
+        return [("e", np.eye(1)), ("m0", -np.eye(1))]
+    if ndim != 2:
+        raise ValueError(f"lattice: point groups are defined for 1-D and 2-D lattices, got ndim={ndim}")
+    out = []
+    for k in range(_N_ANGLES):
+        t = 2 * np.pi * k / _N_ANGLES
+        out.append((f"R{k}", np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])))
+    for k in range(_N_ANGLES):
+        out.append((f"m{k}", out[k][1] @ np.diag([1.0, -1.0])))
+    return out
+
+
+def _locate(lattice: Lattice, x: np.ndarray) -> np.ndarray:
+    """Site index of every real-space position ``x`` ``(..., ndim)`` (wrapped into the
+    periodic cluster), -1 where no site sits there."""
+    x = np.asarray(x, dtype=np.float64)
+    inv = np.linalg.inv(lattice.vectors)
+    shape = np.asarray(lattice.shape)
+    out = np.full(x.shape[:-1], -1, dtype=np.int64)
+    for b, offset in enumerate(lattice.basis):
+        c = (x - offset) @ inv
+        ci = np.round(c)
+        ok = np.all(np.abs(c - ci) < _GEOM_TOL, axis=-1)
+        ci = ci.astype(np.int64)
+        if lattice.pbc:
+            ci = np.mod(ci, shape)
+        else:
+            ok &= np.all((ci >= 0) & (ci < shape), axis=-1)
+        ci = np.where(ok[..., None], ci, 0)
+        idx = np.ravel_multi_index(tuple(np.moveaxis(ci, -1, 0)), lattice.shape) * lattice.n_basis + b
+        out = np.where(ok & (out < 0), idx, out)
+    return out
+
+
+def _keeps_periods(lattice: Lattice, O: np.ndarray) -> bool:
+    """``O`` maps the lattice of periods of the cluster (and the Bravais lattice) onto itself."""
+    for P in (lattice.vectors,) + ((lattice.periods,) if lattice.pbc else ()):
+        C = P @ O.T @ np.linalg.inv(P)
+        if np.any(np.abs(C - np.round(C)) > _GEOM_TOL) or abs(abs(np.linalg.det(np.round(C))) - 1) > 0.5:
+            return False
+    return True
+
+
+def _centres(lattice: Lattice) -> np.ndarray:
+    """Candidate centres of point operations: sites first, then midpoints of pairs of sites
+    (with one site in cell 0 and the minimum image under periodic boundaries)."""
+    pos = lattice.positions
+    if lattice.pbc:
+        first = pos[: lattice.n_basis]
+        d = lattice._min_image(pos[None, :, :] - first[:, None, :])
+        mids = (first[:, None, :] + d / 2).reshape(-1, lattice.ndim)
+        cands = np.concatenate([first, mids])
+        # centres that differ by a Bravais vector give the same group (up to a translation)
+        frac = cands @ np.linalg.inv(lattice.vectors)
+        key_src = frac - np.floor(frac + _GEOM_TOL)
+    else:
+        i, j = np.triu_indices(lattice.n_sites, k=1)
+        cands = np.concatenate([pos, (pos[i] + pos[j]) / 2])
+        key_src = cands
+    _, first_idx = np.unique(np.round(key_src / _GEOM_TOL / 100).astype(np.int64), axis=0, return_index=True)
+    return cands[np.sort(first_idx)]
+
+
+def _detected_operations(lattice: Lattice):
+    """For every candidate centre, the point operations about it that map the cluster onto
+    itself: ``[(centre, {label: perm})]`` in the order of :func:`_centres`."""
+    cache = lattice.__dict__.setdefault("_point_operations", None)
+    if cache is not None:
+        return cache
+    ops = [(lab, O) for lab, O in _candidate_operations(lattice.ndim) if _keeps_periods(lattice, O)]
+    pos = lattice.positions
+    out = []
+    for p in _centres(lattice):
+        found = {}
+        for lab, O in ops:
+            perm = _locate(lattice, (pos - p) @ O.T + p)
+            if np.all(perm >= 0) and len(np.unique(perm)) == lattice.n_sites:
+                found[lab] = perm
+        out.append((p, found))
+    lattice.__dict__["_point_operations"] = out
+    return out
+
+
+def _group_name(labels, ndim: int) -> str:
+    n_rot = sum(1 for lab in labels if lab.startswith("R") or lab == "e")
+    mirrors = any(lab.startswith("m") for lab in labels)
+    if ndim == 1:
+        return "reflection" if mirrors else "C1"
+    if n_rot == 1:
+        return "Cs" if mirrors else "C1"
+    return f"C{n_rot}" + ("v" if mirrors else "")
+
+
+def point_group_kind(lattice: Lattice) -> str:
+    """Name of the largest point group of the cluster, detected from its geometry:
+    ``"C6v"``, ``"C4v"``, ``"C3v"``, ``"C2v"``, ``"C6"``, ..., ``"Cs"``, ``"C1"`` (2-D),
+    ``"reflection"`` (1-D). See :func:`point_group` with ``kind="full"``."""
+    lattice = _check_lattice(lattice)
+    best = max(_detected_operations(lattice), key=lambda c: len(c[1]))
+    return _group_name(best[1], lattice.ndim)
+
+
+def _parse_kind(kind: str):
+    """``"C6v"`` -> (6, True); ``"C3"`` -> (3, False); ``"Cs"`` -> (1, True); else None."""
+    if kind == "Cs":
+        return 1, True
+    if isinstance(kind, str) and len(kind) >= 2 and kind[0] == "C" and kind[1:].rstrip("v").isdigit():
+        n = int(kind[1:].rstrip("v"))
+        if n in (1, 2, 3, 4, 6) and kind[1:].count("v") <= 1:
+            return n, kind.endswith("v")
+    return None
+
+
+def _select(found: dict, n: int, mirrors: bool, ndim: int):
+    """The labels of the subgroup C_n (with mirrors: C_nv) of the operations ``found``, or None."""
+    if ndim == 1:
+        want = ["e"] + (["m0"] if mirrors else [])
+        return want if all(w in found for w in want) and n == 1 else None
+    if _N_ANGLES % n:
+        return None
+    step = _N_ANGLES // n
+    rots = [f"R{step * j}" for j in range(n)]
+    if not all(r in found for r in rots):
+        return None
+    if not mirrors:
+        return rots
+    for k in range(_N_ANGLES):  # the first mirror found; the others follow by rotation
+        if f"m{k}" in found:
+            return rots + [f"m{(k + step * j) % _N_ANGLES}" for j in range(n)]
+    return None
+
+
+def _with_characters(lattice: Lattice, perms, kind, characters) -> Symmetry:
+    if characters is None:
+        chars = np.ones(len(perms), dtype=np.complex128)
+    else:
+        chars = np.asarray(characters, dtype=np.complex128)
+        if chars.shape != (len(perms),):
+            raise ValueError(f"characters: expected {len(perms)} values for {kind}, got shape {chars.shape}")
+    return _from_elements([(p, 1, chi) for p, chi in zip(perms, chars)], lattice.n_sites, lattice)
+
+
+def _detected_point_group(lattice: Lattice, kind: str, characters) -> Symmetry:
+    centres = _detected_operations(lattice)
+    if kind == "full":
+        p, found = max(centres, key=lambda c: len(c[1]))
+        labels = list(found)
+    else:
+        parsed = _parse_kind(kind) if lattice.ndim == 2 else ((1, True) if kind == "reflection" else None)
+        if parsed is None:
+            raise ValueError(
+                f"kind: expected None, 'full', 'reflection' (chain) or a 2-D point group such as 'C6v', "
+                f"'C4v', 'C3v', 'C2v', 'C6', 'C3', 'C2', 'Cs', got {kind!r}"
+            )
+        labels = None
+        for p, found in centres:
+            labels = _select(found, parsed[0], parsed[1], lattice.ndim)
+            if labels is not None:
+                break
+        if labels is None:
+            raise ValueError(
+                f"kind: the cluster {lattice.name} has no {kind} point group (its full point "
+                f"group is {point_group_kind(lattice)}); use kind='full'"
+            )
+    return _with_characters(lattice, [found[lab] for lab in labels], kind, characters)
+
+
 def point_group(lattice: Lattice, kind: str | None = None, characters=None) -> Symmetry:
-    """The point group of the lattice (operations about its centre, so also for open boundaries).
+    """The point group of the lattice (operations about one centre, so also for open boundaries).
 
     Args:
-      lattice: a chain or a 2-D lattice.
-      kind: ``None`` picks the natural group: ``"reflection"`` (2 elements: x -> L-1-x) for a
-        chain, ``"C4v"`` (8 elements: rotations by 90 degrees and reflections) for a square
-        ``Lx == Ly`` lattice. ``"C2v"`` (4 elements: the two axis reflections) fits any
-        2-D lattice. C4v on a rectangle raises ValueError.
+      lattice: a 1-D or 2-D :class:`Lattice`.
+      kind: for a chain or square lattice, ``None`` picks the natural group:
+        ``"reflection"`` (2 elements: x -> L-1-x) for a chain, ``"C4v"`` (8 elements:
+        rotations by 90 degrees and reflections about the lattice's centre) for a square
+        ``Lx == Ly`` lattice; ``"C2v"`` (4 elements: the two axis reflections) fits any
+        rectangle; C4v on a rectangle raises ValueError. On any other lattice ``None`` is
+        ``"full"``.
+        ``"full"``: the largest point group of the cluster, detected from the geometry:
+        every rotation (by a multiple of 30 degrees) and mirror (about an axis at a
+        multiple of 15 degrees) about a centre (a site or the midpoint of two sites) that
+        maps the Bravais lattice and the lattice of periods of the cluster onto
+        themselves and the set of site positions onto itself (modulo the periods). The
+        centre with the most operations wins (sites first). :func:`point_group_kind` names it.
+        A named group (``"C6v"``, ``"C6"``, ``"C4"``, ``"C3v"``, ``"C3"``, ``"C2v"``, ``"C2"``,
+        ``"Cs"``; ``"C4v"``/``"C2v"`` on a square lattice as above): the subgroup of the
+        detected operations about the first centre that has it; a cluster without it
+        raises ValueError naming ``kind`` (e.g. C6v on a triangular 4x3 cluster).
       characters: ``None`` (all 1, the symmetric sector) or one character per element, in
         the order listed below; must form a 1-D representation.
 
-    Element order: chain ``[e, m]``; C2v ``[e, mx, my, mx my]``; C4v
+    Element order: chain ``[e, m]``; C2v (square) ``[e, mx, my, mx my]``; C4v (square)
     ``[e, R, R^2, R^3, m, R m, R^2 m, R^3 m]`` with ``R: (x, y) -> (y, L-1-x)`` and
-    ``m: (x, y) -> (x, L-1-y)``. Elements that coincide on a tiny lattice are merged.
+    ``m: (x, y) -> (x, L-1-y)``. Detected groups: rotations by increasing angle (the
+    identity first), then mirrors by increasing axis angle (for a named ``Cnv``: the
+    first mirror found, then its images under the rotations). Elements that coincide on
+    a tiny lattice are merged.
     """
+    lattice = _check_lattice(lattice)
+    if lattice.ndim not in (1, 2):
+        raise ValueError(f"lattice: point groups are defined for 1-D and 2-D lattices, got ndim={lattice.ndim}")
+    if lattice.is_hypercubic and kind in (None, "reflection", "C4v", "C2v") and (kind != "reflection" or lattice.ndim == 1):
+        return _hypercubic_point_group(lattice, kind, characters)
+    return _detected_point_group(lattice, "full" if kind is None else kind, characters)
+
+
+def _hypercubic_point_group(lattice: Lattice, kind, characters) -> Symmetry:
+    """The named groups of chain and square lattices (coordinate maps about the centre)."""
     lattice = _check_lattice(lattice)
     nd = lattice.ndim
     if kind is None:
@@ -450,14 +656,8 @@ def point_group(lattice: Lattice, kind: str | None = None, characters=None) -> S
     else:
         raise ValueError(f"lattice: point groups are defined for 1-D and 2-D lattices, got ndim={nd}")
 
-    if characters is None:
-        chars = np.ones(len(maps), dtype=np.complex128)
-    else:
-        chars = np.asarray(characters, dtype=np.complex128)
-        if chars.shape != (len(maps),):
-            raise ValueError(f"characters: expected {len(maps)} values for {kind}, got shape {chars.shape}")
-    elements = [(_site_map_perm(lattice, f), 1, chi) for f, chi in zip(maps, chars)]
-    return _from_elements(elements, lattice.n_sites, lattice)
+    perms = [_site_map_perm(lattice, f) for f in maps]
+    return _with_characters(lattice, perms, kind, characters)
 
 
 def spin_inversion(lattice: Lattice, parity: int = 1) -> Symmetry:
@@ -522,14 +722,19 @@ def full_symmetry(lattice: Lattice) -> Symmetry:
     """Translations x point group x spin inversion, all characters 1.
 
     Periodic lattices get all translations, open ones none. The point group is C4v on a
-    square lattice, C2v on a rectangle, the reflection on a chain. Spin inversion makes
-    this group appropriate for the total-Sz = 0 sector only. 4x4: 16 * 8 * 2 = 256 elements.
+    square lattice, C2v on a rectangle, the reflection on a chain, and the largest point
+    group of the cluster on any other lattice (``point_group(lattice, "full")``, e.g.
+    C6v on triangular ``L x L``, honeycomb and kagome ``L x L`` clusters). Spin inversion
+    makes this group appropriate for the total-Sz = 0 sector only. 4x4: 16 * 8 * 2 = 256
+    elements; triangular 6x6: 36 * 12 * 2 = 864.
     """
     lattice = _check_lattice(lattice)
     parts = []
     if lattice.pbc:
         parts.append(translations(lattice))
-    if lattice.ndim == 2 and lattice.shape[0] != lattice.shape[1]:
+    if not lattice.is_hypercubic:
+        parts.append(point_group(lattice, "full"))
+    elif lattice.ndim == 2 and lattice.shape[0] != lattice.shape[1]:
         parts.append(point_group(lattice, "C2v"))
     else:
         parts.append(point_group(lattice))
