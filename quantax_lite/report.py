@@ -12,10 +12,17 @@ __all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_ru
 
 def write_json(path: str, obj: dict) -> None:
     """``obj`` to ``path`` atomically, as strict JSON (no NaN or infinity)."""
+    text = json.dumps(obj, indent=2, allow_nan=False)  # raises before anything is written
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, allow_nan=False)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def summary_of(stats, n_sites: int, exact: float | None) -> dict:
@@ -269,7 +276,7 @@ def write_observables(out_dir: str, obs: dict, title: str) -> list[str]:
     """``observables.json`` (strict JSON, written atomically: a value that is not finite
     raises before anything is written), ``structure_factor.png`` and ``correlations.png``
     in ``out_dir``; returns their paths."""
-    json.dumps(obs, allow_nan=False)  # nothing partial: refuse before writing
+    json.dumps(obs, allow_nan=False)  # nothing partial: refuse before writing any file
     paths = [os.path.join(out_dir, name) for name in ("observables.json", "structure_factor.png", "correlations.png")]
     write_json(paths[0], obs)
     plot_structure_factor(paths[1], obs, title)

@@ -1,0 +1,134 @@
+"""What a run reports (quantax_lite.report): the running mean, the energy plot, the table,
+and the observables' JSON and plots (no training here)."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from quantax_lite.report import (
+    energy_unit, format_table, plot_correlations, plot_energy, plot_structure_factor, running_mean, write_json,
+    write_observables,
+)
+
+
+def test_running_mean_is_the_mean_of_the_last_steps(rng):
+    n, window = int(rng.integers(5, 40)), int(rng.integers(1, 9))
+    v, e = rng.normal(size=n), rng.uniform(0.1, 1.0, size=n)
+    mean, err = running_mean(v, e, window)
+    for k in range(n):
+        part = slice(max(0, k + 1 - window), k + 1)
+        assert mean[k] == pytest.approx(np.mean(v[part]), abs=1e-12)
+        assert err[k] == pytest.approx(np.sqrt(np.sum(e[part] ** 2)) / len(v[part]), abs=1e-12)
+
+
+def _log(rng, n=60, exact=-10.0):
+    return [{"iteration": k, "energy": exact + 2 * math.exp(-k / 10) + 0.05 * rng.normal(),
+             "energy_error": 0.05, "variance": 1.0 / k, "r_hat": None} for k in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("exact", [-10.0, None])
+def test_energy_plot_has_a_panel_per_quantity(tmp_path, rng, exact, monkeypatch):
+    """energy, relative error (with an exact energy) and V-score panels; the axes name the
+    unit; the running mean and the final estimate are drawn."""
+    import matplotlib.figure
+
+    saved = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda self, path, **kw: saved.append(self) or open(path, "wb").write(b"png"))
+    log = _log(rng)
+    plot_energy(str(tmp_path / "e.png"), log, exact, "t", n_sites=16, final=(-9.99, 0.01),
+                unit=energy_unit("tfim"))
+    (fig,) = saved
+    axes = fig.get_axes()
+    assert len(axes) == (3 if exact is not None else 2)
+    assert "Pauli units" in axes[0].get_ylabel() and "total energy" in axes[0].get_ylabel()
+    assert "V-score" in axes[-1].get_ylabel()
+    labels = axes[0].get_legend_handles_labels()[1]
+    assert any("running mean" in lab for lab in labels) and any("final -9.990000" in lab for lab in labels)
+    # the running mean drawn is the one of the last max(5, n/20) steps
+    line = next(ln for ln in axes[0].get_lines() if ln.get_label().startswith("running mean"))
+    e = np.array([r["energy"] for r in log])
+    np.testing.assert_allclose(line.get_ydata(), running_mean(e, np.full(len(e), 0.05), 5)[0])
+    vs = axes[-1].get_lines()[0].get_ydata()
+    np.testing.assert_allclose(vs, 16 * np.array([r["variance"] for r in log]) / e**2)
+
+
+def test_energy_units():
+    assert "Pauli" in energy_unit("tfim")
+    assert "S = σ/2" in energy_unit("heisenberg") and "S = σ/2" in energy_unit("j1j2")
+
+
+def test_table_has_the_order_parameter():
+    summary = dict(hamiltonian="heisenberg", lattice="4x4", n_sites=16, n_params=100, energy=-11.2,
+                   energy_error=0.01, energy_per_site=-0.7, exact_energy=None, relative_error=None, v_score=1e-3,
+                   wall_time_s=3.0, seconds_per_iteration=0.01, device_count=1, process_count=1,
+                   s_pi_pi=3.2512, s_pi_pi_error=0.011, staggered_magnetization_sq=0.2032,
+                   staggered_magnetization_sq_error=0.0007, n_observable_samples=512)
+    table = format_table(summary)
+    assert "3.2512 ± 1.1e-02, 0.20320 ± 7.0e-04 (512 samples)" in table
+    assert len(table.splitlines()) == 9
+    assert "n/a" in format_table({**summary, "s_pi_pi": None})
+
+
+def _observables(q, mean, error, r, distance, c_mean):
+    return {"schema": "quantax_lite.observables/1",
+            "structure_factor": {"q": q, "mean": mean, "error": error},
+            "correlation_vs_distance": {"r": r, "distance": distance, "mean": c_mean, "error": [0.01] * len(c_mean)},
+            "staggered_magnetization_sq": {"mean": 0.1, "error": 0.01}}
+
+
+def test_write_observables_strict_json_and_plots(tmp_path, rng):
+    # a 4x4 grid of momenta, a chain, and momenta that form no grid
+    ks = 2 * np.pi * np.arange(-1, 3) / 4
+    grid = [[float(a), float(b)] for a in ks for b in ks]
+    r = [[0, 1], [1, 0], [1, 1], [0, 2]]
+    cases = [(grid, 16), ([[float(k)] for k in ks], 4), ([[0.0, 0.0], [1.0, 0.5], [2.0, 1.5]], 3)]
+    for i, (q, nq) in enumerate(cases):
+        out = tmp_path / f"case{i}"
+        out.mkdir()
+        obs = _observables(q, list(rng.uniform(0, 2, nq)), [0.01] * nq, r, [1.0, 1.0, 1.414, 2.0],
+                           [-0.3, -0.3, 0.2, 0.15])
+        paths = write_observables(str(out), obs, "t")
+        assert [os.path.basename(p) for p in paths] == ["observables.json", "structure_factor.png",
+                                                         "correlations.png"]
+        assert json.loads((out / "observables.json").read_text()) == obs
+        assert all(os.path.getsize(p) > 1000 for p in paths[1:])
+    # a non-finite value: nothing written
+    out = tmp_path / "bad"
+    out.mkdir()
+    with pytest.raises(ValueError):
+        write_observables(str(out), _observables(grid, [float("nan")] * 16, None, r, [1, 1, 1, 2], [0] * 4), "t")
+    assert os.listdir(out) == []
+
+
+def test_structure_factor_heat_map_puts_each_value_on_its_momentum(tmp_path, monkeypatch, rng):
+    import matplotlib.figure
+
+    saved = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda self, path, **kw: saved.append(self))
+    kx = 2 * np.pi * np.arange(-1, 3) / 4
+    ky = 2 * np.pi * np.arange(-2, 4) / 6  # a 4x6 lattice
+    q = [[float(a), float(b)] for a in kx for b in ky]
+    mean = rng.uniform(0, 3, len(q))
+    plot_structure_factor("x.png", _observables(q, list(mean), None, [[0, 1]], [1.0], [0.1]), "t")
+    mesh = next(c for c in saved[0].get_axes()[0].collections if hasattr(c, "get_array"))
+    grid = np.asarray(mesh.get_array()).reshape(len(ky), len(kx))
+    for (a, b), v in zip(q, mean):
+        assert grid[int(np.argmin(abs(ky - b))), int(np.argmin(abs(kx - a)))] == pytest.approx(v)
+
+
+def test_write_json_refuses_non_finite(tmp_path):
+    path = str(tmp_path / "x.json")
+    write_json(path, {"a": 1.0})
+    with pytest.raises(ValueError):
+        write_json(path, {"a": float("inf")})
+    assert json.loads(open(path).read()) == {"a": 1.0} and os.listdir(tmp_path) == ["x.json"]
+
+
+def test_correlation_plot(tmp_path):
+    obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2]], [0.0, 1.0, 2.0], [0.75, -0.4, 0.2])
+    plot_correlations(str(tmp_path / "c.png"), obs, "t")
+    assert os.path.getsize(tmp_path / "c.png") > 1000
