@@ -107,35 +107,47 @@ def _lattice(lattice, n_sites: int | None = None) -> Lattice:
 # ------------------------------------------------------------------------- statistics
 @functools.partial(jax.jit, static_argnums=1)
 def _column_stats(values, n_chains: int):
-    """(mean, error, tau) of every column of values (n_samples, k), chain-major."""
+    """(mean, error, variance, tau, r_hat) of every column of values (n_samples, k), chain-major."""
     x = values.reshape(n_chains, values.shape[0] // n_chains, values.shape[1])
 
     def one(col):
         st = statistics(col)
-        return st.mean, st.error_of_mean, st.tau
+        return st.mean, st.error_of_mean, st.variance, st.tau, st.r_hat
 
     return jax.lax.map(one, jnp.moveaxis(x, -1, 0), batch_size=64)
 
 
-def _stats_of_columns(values, n_chains: int, weights):
-    """(mean (k,), error (k,), tau (k,)) as numpy of per-sample values (n_samples, k)."""
+def _all_column_stats(values, n_chains: int, weights):
+    """(mean, error, variance, tau, r_hat), each (k,) numpy, of per-sample values (n_samples, k).
+
+    The columns are padded to a power of two (at least 8), so that few programs are compiled."""
+    values = jnp.asarray(values)
+    k = values.shape[1]
     if weights is not None:
         v = np.asarray(values)
         mean = weights @ v
-        return mean, np.zeros(mean.shape), np.full(mean.shape, np.nan)
-    mean, error, tau = _column_stats(jnp.asarray(values), n_chains)
-    return np.asarray(mean), np.asarray(error), np.asarray(tau)
+        variance = weights @ np.abs(v - mean) ** 2
+        nan = np.full(mean.shape, np.nan)
+        return mean, np.zeros(mean.shape), variance, nan, nan
+    width = max(8, 1 << max(0, (k - 1).bit_length()))
+    padded = jnp.pad(values, ((0, 0), (0, width - k)))
+    return tuple(np.array(x)[:k] for x in _column_stats(padded, n_chains))
+
+
+def _stats_of_columns(values, n_chains: int, weights):
+    """(mean (k,), error (k,), tau (k,)) as numpy of per-sample values (n_samples, k)."""
+    mean, error, _, tau, _ = _all_column_stats(values, n_chains, weights)
+    return mean, error, tau
 
 
 def _stats(values, n_chains: int, weights) -> Stats:
     """Stats of one per-sample series (n_samples,)."""
-    if weights is None:
+    values = jnp.asarray(values)
+    if weights is None and jnp.iscomplexobj(values):
         return statistics(per_chain(values, n_chains))
-    v = np.asarray(values)
-    mean = weights @ v
-    variance = float(weights @ np.abs(v - mean) ** 2)
-    return Stats(jnp.asarray(mean), jnp.asarray(0.0), jnp.asarray(variance), jnp.asarray(np.nan),
-                 jnp.asarray(np.nan), int(v.shape[0]))
+    mean, error, variance, tau, r_hat = (x[0] for x in _all_column_stats(values[:, None], n_chains, weights))
+    return Stats(jnp.asarray(mean), jnp.asarray(error), jnp.asarray(variance), jnp.asarray(tau),
+                 jnp.asarray(r_hat), int(values.shape[0]))
 
 
 # ---------------------------------------------------------------------------- expect
@@ -206,11 +218,14 @@ def _default_chunk(chunk_size, n_moves: int):
 
 
 @_cached
-def _moved_values_fn(log_psi, kind: str, table_key, chunk_size, mesh, choices):
-    """A jitted ``(params, samples, log_psi_samples) -> (n_samples, k)`` real local values
-    from the ratios ``psi(s[perm]) / psi(s)`` over a fixed table of site permutations."""
-    perms, combine = _KINDS[kind](*table_key)
-    perms = jnp.asarray(perms)
+def _moved_values_fn(log_psi, specs: tuple, chunk_size, mesh, choices):
+    """A jitted ``(params, samples, log_psi_samples) -> (n_samples, k)`` of real local values
+    from the ratios ``psi(s[perm]) / psi(s)`` over fixed tables of site permutations: one
+    table per spec ``(kind, key)``, all evaluated in one chunked program, their values
+    side by side."""
+    parts = [_KINDS[kind](*key) for kind, key in specs]
+    sizes = [len(p) for p, _ in parts]
+    perms = jnp.asarray(np.concatenate([p for p, _ in parts]))
     n_moves, n_sites = perms.shape
 
     def rows(params, s, lp):
@@ -218,7 +233,11 @@ def _moved_values_fn(log_psi, kind: str, table_key, chunk_size, mesh, choices):
         moved = s[:, perms]  # (b, n_moves, n_sites): moved[:, k, i] = s[:, perms[k, i]]
         lpm = log_psi(params, moved.reshape(b * n_moves, n_sites)).reshape(b, n_moves)
         ratios = jnp.exp(lpm - lp[:, None])
-        return combine(s, ratios)
+        outs, start = [], 0
+        for (_, combine), k in zip(parts, sizes):
+            outs.append(combine(s, ratios[:, start : start + k]))
+            start += k
+        return jnp.concatenate(outs, axis=1)
 
     with tuning.using(choices):
         f = chunk_map(rows, in_axes=(None, 0, 0), chunk_size=chunk_size, use_scan=True,
@@ -290,10 +309,33 @@ def _dimer_kind(n_sites: int, bonds_bytes: bytes, group_bytes: bytes, n_groups: 
 _KINDS = {"pairs": _pair_kind, "dimers": _dimer_kind}
 
 
-def _moved_values(log_psi, params, samples, lp, kind, table_key, n_moves, chunk_size, mesh):
-    chunk = _default_chunk(chunk_size, n_moves)
-    fn = _moved_values_fn(log_psi, kind, table_key, chunk, mesh, tuning.current())
-    return fn(params, samples, lp)
+def _spec_moves(spec) -> int:
+    kind, key = spec
+    if kind == "pairs":
+        return key[0] * (key[0] - 1) // 2
+    nb = len(key[1]) // 16
+    return nb + nb * nb
+
+
+def _spec_width(spec) -> int:
+    kind, key = spec
+    if kind == "pairs":
+        return key[0] * (key[0] - 1) // 2
+    return len(key[1]) // 16 + key[3]
+
+
+def _moved_values(log_psi, params, samples, lp, specs, chunk_size, mesh) -> list:
+    """The values of every spec, one ``(n_samples, width)`` array each, from one program."""
+    specs = tuple(specs)
+    chunk = _default_chunk(chunk_size, sum(_spec_moves(s) for s in specs))
+    fn = _moved_values_fn(log_psi, specs, chunk, mesh, tuning.current())
+    values = fn(params, samples, lp)
+    out, start = [], 0
+    for spec in specs:
+        w = _spec_width(spec)
+        out.append(values[:, start : start + w])
+        start += w
+    return out
 
 
 # ------------------------------------------------------------------ spin correlations
@@ -372,10 +414,14 @@ def spin_correlations(
     n_chains = _chains(n_chains, n)
     w = _weights(weights, n)
     lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
-    n_pairs = n_sites * (n_sites - 1) // 2
-    values = _moved_values(log_psi, params, samples, lp, "pairs", (n_sites,), n_pairs, chunk_size, mesh)
+    (values,) = _moved_values(log_psi, params, samples, lp, [("pairs", (n_sites,))], chunk_size, mesh)
+    return _spin_correlations_of(values, samples, n_chains, w)
+
+
+def _spin_correlations_of(values, samples, n_chains: int, w) -> SpinCorrelations:
+    n_sites = samples.shape[1]
     mean, error, tau = _stats_of_columns(values, n_chains, w)
-    zz_mean, zz_error = sz_correlations(samples, n_chains=n_chains, weights=weights)
+    zz_mean, zz_error = sz_correlations(samples, n_chains=n_chains, weights=w)
     return SpinCorrelations(
         mean=_pairs_to_matrix(mean, n_sites, 0.75),
         error=_pairs_to_matrix(error, n_sites, 0.0),
@@ -420,12 +466,17 @@ class StructureFactor(NamedTuple):
 
 
 def lattice_momenta(lattice: Lattice) -> np.ndarray:
-    """Every momentum ``q_d = 2 pi m_d / L_d`` of the lattice, ``m_d`` in
-    ``-(L_d - 1) // 2 .. L_d // 2`` (so ``q`` in ``(-pi, pi]``), row-major over the axes: ``(N, ndim)``."""
+    """Every momentum of the periodic cluster, ``q = sum_d (m_d / L_d) b_d`` (``b_d`` the
+    reciprocal vectors, :attr:`Lattice.reciprocal_vectors`) with ``m_d`` in
+    ``-(L_d - 1) // 2 .. L_d // 2``, row-major over the axes: ``(n_cells, ndim)``. On a
+    chain or square lattice ``q_d = 2 pi m_d / L_d`` in ``(-pi, pi]``."""
     lattice = _lattice(lattice)
-    axes = [2 * np.pi * np.arange(-((L - 1) // 2), L // 2 + 1) / L for L in lattice.shape]
+    axes = [np.arange(-((L - 1) // 2), L // 2 + 1) / L for L in lattice.shape]
     grids = np.meshgrid(*axes, indexing="ij")
-    return np.stack([g.reshape(-1) for g in grids], axis=1)
+    frac = np.stack([g.reshape(-1) for g in grids], axis=1)
+    q = frac @ lattice.reciprocal_vectors
+    q[np.abs(q) < 1e-14] = 0.0
+    return q
 
 
 def _check_momenta(q, lattice: Lattice) -> np.ndarray:
@@ -434,13 +485,14 @@ def _check_momenta(q, lattice: Lattice) -> np.ndarray:
         q = q[None, :]
     if q.ndim != 2 or q.shape[1] != lattice.ndim:
         raise ValueError(f"q: expected momenta of shape (n_q, {lattice.ndim}), got {q.shape}")
-    m = q * np.asarray(lattice.shape) / (2 * np.pi)
+    m = q @ lattice.periods.T / (2 * np.pi)  # q . (L_d a_d) / 2 pi must be an integer
     bad = np.any(np.abs(m - np.round(m)) > 1e-8, axis=1) | ~np.all(np.isfinite(q), axis=1)
     if np.any(bad):
         k = int(np.nonzero(bad)[0][0])
         raise ValueError(
             f"q: momentum {tuple(float(x) for x in q[k])} is not on the lattice {lattice.name} "
-            f"(each component must be 2 pi m / L with L = {lattice.shape})"
+            f"(q . L_d a_d must be a multiple of 2 pi; on a chain or square lattice q_d = 2 pi m / L_d, "
+            f"L = {lattice.shape})"
         )
     return q
 
@@ -452,34 +504,57 @@ def structure_factor(corr, lattice: Lattice, q=None) -> StructureFactor:
     incl. tau) or an ``(n, n)`` matrix (exact correlations; ``error`` None). ``q``: momenta
     ``(n_q, ndim)`` or one ``(ndim,)`` momentum on the lattice (``2 pi m / L`` per axis;
     ValueError naming ``q`` otherwise); None: every momentum, :func:`lattice_momenta`.
-    ``r_i`` are the site coordinates; ``S(0) = S_tot (S_tot + 1) / N`` summed over the sector.
+    ``r_i`` are the site positions (:attr:`Lattice.positions`; the coordinates on a chain
+    or square lattice). ``S(0) = <S_tot^2> / N``.
     """
     n = _corr_sites(corr)
     lattice = _lattice(lattice, n)
-    q = lattice_momenta(lattice) if q is None else _check_momenta(q, lattice)
-    i, j = np.triu_indices(n, k=1)
-    dr = lattice.coords[i] - lattice.coords[j]  # (n_pairs, ndim)
-    coef = 2.0 * np.cos(dr @ q.T) / n  # (n_pairs, n_q)
-    mean, error = _pair_functional(corr, coef, np.full(len(q), 0.75))
+    q, coef, const = _sq_tables(lattice, q)
+    mean, error = _pair_functional(corr, coef, const)
     return StructureFactor(q, mean, error)
 
 
+def _sq_tables(lattice: Lattice, q=None):
+    """``(q, coefficients (n_pairs, n_q), constant (n_q,))`` of S(q) as a pair functional."""
+    n = lattice.n_sites
+    q = lattice_momenta(lattice) if q is None else _check_momenta(q, lattice)
+    i, j = np.triu_indices(n, k=1)
+    dr = lattice.positions[i] - lattice.positions[j]  # (n_pairs, ndim)
+    return q, 2.0 * np.cos(dr @ q.T) / n, np.full(len(q), 0.75)
+
+
 def _staggered_signs(lattice: Lattice) -> np.ndarray:
-    return 1.0 - 2.0 * (lattice.coords.sum(axis=1) % 2)
+    if lattice.n_sublattices != 2:
+        raise ValueError(
+            f"lattice: the staggered magnetization needs two sublattices, {lattice.name} has "
+            f"{lattice.n_sublattices}"
+        )
+    return 1.0 - 2.0 * lattice.sublattice.astype(np.float64)
 
 
-def staggered_magnetization_sq(corr, lattice: Lattice) -> tuple[float, Any]:
-    """``m^2 = <(sum_i eps_i S_i)^2> / N^2 = S(Q) / N``, ``eps_i = (-1)^{sum of the coordinates of i}``
-    (``Q = (pi, ..., pi)``; also on lattices where Q is not a lattice momentum). Returns
-    ``(S(Q), error), (m^2, error)`` as two ``(mean, error)`` pairs."""
+def staggered_magnetization_sq(corr, lattice: Lattice):
+    """``m^2 = <(sum_i eps_i S_i)^2> / N^2 = S(Q) / N`` with the staggered structure factor
+    ``S(Q) = (1/N) sum_ij eps_i eps_j <S_i . S_j>``, ``eps_i = +1 / -1`` on the two
+    sublattices (:attr:`Lattice.sublattice`). On a chain or square lattice
+    ``eps_i = (-1)^{x_i + y_i} = e^{i Q . r_i}``, ``Q = (pi, ..., pi)``, so ``S(Q)`` is
+    ``S(pi, pi)`` (``S(pi)`` on a chain), also where ``Q`` is not a momentum of the
+    cluster (an odd periodic side). Returns ``((S(Q), error), (m^2, error))``, errors None
+    for a matrix ``corr``. ValueError for a lattice without two sublattices."""
     n = _corr_sites(corr)
     lattice = _lattice(lattice, n)
+    coef, const = _stag_tables(lattice)
+    mean, error = _pair_functional(corr, coef, const)
+    err = (None, None) if error is None else (float(error[0]), float(error[1]))
+    return (float(mean[0]), err[0]), (float(mean[1]), err[1])
+
+
+def _stag_tables(lattice: Lattice):
+    """Pair functional of ``(S(Q), m^2)``: ``(coefficients (n_pairs, 2), constant (2,))``."""
+    n = lattice.n_sites
     eps = _staggered_signs(lattice)
     i, j = np.triu_indices(n, k=1)
     coef = np.stack([2.0 * eps[i] * eps[j] / n, 2.0 * eps[i] * eps[j] / n**2], axis=1)
-    mean, error = _pair_functional(corr, coef, np.array([0.75, 0.75 / n]))
-    err = (None, None) if error is None else (float(error[0]), float(error[1]))
-    return (float(mean[0]), err[0]), (float(mean[1]), err[1])
+    return coef, np.array([0.75, 0.75 / n])
 
 
 # ----------------------------------------------------------- correlation vs distance
@@ -507,9 +582,18 @@ def correlation_vs_distance(corr, lattice: Lattice) -> CorrelationVsDistance:
     """
     n = _corr_sites(corr)
     lattice = _lattice(lattice, n)
+    vecs, dist, shells, (coef, const), (shell_coef, shell_const) = _cr_tables(lattice)
+    mean, error = _pair_functional(corr, coef, const)
+    shell_mean, shell_error = _pair_functional(corr, shell_coef, shell_const)
+    return CorrelationVsDistance(vecs, dist, mean, error, shells, shell_mean, shell_error)
+
+
+def _cr_tables(lattice: Lattice):
+    """``(r, distance, shell distances, (coef, const) per r, (coef, const) per shell)``."""
+    n = lattice.n_sites
     a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     a, b = a.reshape(-1), b.reshape(-1)
-    d = lattice.displacement(a, b)
+    d = np.round(lattice.displacement(a, b), 9) + 0.0  # + 0.0: no negative zeros
     vecs, group = np.unique(d, axis=0, return_inverse=True)
     group = group.reshape(-1)
     dist = np.sqrt((vecs**2).sum(axis=1))
@@ -517,26 +601,23 @@ def correlation_vs_distance(corr, lattice: Lattice) -> CorrelationVsDistance:
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     vecs, dist, group = vecs[order], dist[order], rank[group]
+    if lattice.is_hypercubic:
+        vecs = vecs.astype(np.int64)
     shells, shell_of = np.unique(np.round(dist, 9), return_inverse=True)
     shell_of = shell_of.reshape(-1)
+    iu = np.full((n, n), -1)
+    ti, tj = np.triu_indices(n, k=1)
+    iu[ti, tj] = iu[tj, ti] = np.arange(len(ti))
+    off = a != b
 
-    def functional(group_of_pair, n_groups):
+    def tables(group_of_pair, n_groups):
         counts = np.bincount(group_of_pair, minlength=n_groups).astype(np.float64)
-        coef = np.zeros((n * (n - 1) // 2, n_groups))
-        const = np.zeros(n_groups)
-        iu = np.full((n, n), -1)
-        ti, tj = np.triu_indices(n, k=1)
-        iu[ti, tj] = iu[tj, ti] = np.arange(len(ti))
-        for p, g in zip(range(len(a)), group_of_pair):
-            if a[p] == b[p]:
-                const[g] += 0.75
-            else:
-                coef[iu[a[p], b[p]], g] += 1.0
-        return _pair_functional(corr, coef / counts, const / counts)
+        coef = np.zeros((len(ti), n_groups))
+        np.add.at(coef, (iu[a[off], b[off]], group_of_pair[off]), 1.0)
+        const = 0.75 * np.bincount(group_of_pair[~off], minlength=n_groups)
+        return coef / counts, const / counts
 
-    mean, error = functional(group, len(vecs))
-    shell_mean, shell_error = functional(shell_of[group], len(shells))
-    return CorrelationVsDistance(vecs, dist, mean, error, shells, shell_mean, shell_error)
+    return vecs, dist, shells, tables(group, len(vecs)), tables(shell_of[group], len(shells))
 
 
 # ------------------------------------------------------------------ dimer correlations
@@ -595,6 +676,8 @@ def dimer_correlations(
     ``DD_loc(s) - 2 <D> D_loc(s)`` (delta method).
     """
     lattice = _lattice(lattice)
+    if not lattice.is_hypercubic:
+        raise ValueError(f"lattice: dimer correlations are defined on chains and square lattices, got {lattice.name}")
     axis = positive_int(axis, "axis", minimum=0)
     if axis >= lattice.ndim or lattice.shape[axis] < 2:
         raise ValueError(f"axis: expected an axis of length >= 2 of the lattice {lattice.name}, got {axis}")
@@ -604,6 +687,13 @@ def dimer_correlations(
     n_chains = _chains(n_chains, n)
     w = _weights(weights, n)
     lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    spec, meta = _dimer_spec(lattice, axis)
+    (values,) = _moved_values(log_psi, params, samples, lp, [spec], chunk_size, mesh)
+    return _dimers_of(values, meta, n_chains, w)
+
+
+def _dimer_spec(lattice: Lattice, axis: int):
+    """``(spec, meta)`` of the dimer correlations along ``axis``."""
     bonds = _axis_bonds(lattice, axis)
     nb = len(bonds)
     d = lattice.displacement(np.repeat(bonds[:, 0], nb), np.tile(bonds[:, 0], nb))
@@ -615,8 +705,12 @@ def dimer_correlations(
     rank[order] = np.arange(len(order))
     vecs, dist, group = vecs[order], dist[order], rank[group]
     counts = np.bincount(group, minlength=len(vecs)).astype(np.float64)
-    key = (n_sites, bonds.astype(np.int64).tobytes(), group.astype(np.int64).tobytes(), len(vecs))
-    values = _moved_values(log_psi, params, samples, lp, "dimers", key, nb + nb * nb, chunk_size, mesh)
+    key = (lattice.n_sites, bonds.astype(np.int64).tobytes(), group.astype(np.int64).tobytes(), len(vecs))
+    return ("dimers", key), (axis, nb, vecs, dist, counts)
+
+
+def _dimers_of(values, meta, n_chains: int, w) -> DimerCorrelations:
+    axis, nb, vecs, dist, counts = meta
     bond_local = jnp.mean(values[:, :nb], axis=1)
     plain = values[:, nb:] / jnp.asarray(counts)
     mean, error, _ = _stats_of_columns(plain, n_chains, w)
@@ -643,7 +737,9 @@ def sz_moments(samples, *, n_chains: int | None = None, weights=None) -> tuple[S
 
 # --------------------------------------------------------------------------- measure
 def _num(x):
-    """A plain float; NaN and inf as None (JSON null)."""
+    """A plain float; NaN, inf and None as None (JSON null)."""
+    if x is None:
+        return None
     x = float(x)
     return x if math.isfinite(x) else None
 
@@ -717,34 +813,77 @@ def measure(
             per_site=_num(jnp.real(st.mean) / n_sites), per_site_error=_num(st.error_of_mean / n_sites),
         )
         out["energy"] = energy
-    corr = spin_correlations(log_psi, params, samples, **common)
-    out["spin_correlations"] = _mean_error(corr.mean, corr.error)
-    out["sz_correlations"] = _mean_error(corr.zz_mean, corr.zz_error)
-    cr = correlation_vs_distance(corr, lattice)
+    specs, metas = [("pairs", (n_sites,))], []
+    axes = [a for a in range(lattice.ndim) if lattice.shape[a] >= 2] if dimers and lattice.is_hypercubic else []
+    for axis in axes:
+        spec, meta = _dimer_spec(lattice, axis)
+        specs.append(spec)
+        metas.append(meta)
+    values = _moved_values(log_psi, params, samples, lp, specs, chunk_size, mesh)
+    pairs = values[0]
+    real = pairs.dtype
+    sf = samples.astype(real)
+    ti, tj = np.triu_indices(n_sites, k=1)
+    # every per-sample quantity as a column of one matrix: one statistics pass
+    columns, slices = [], {}
+
+    def add(name, cols):
+        start = sum(c.shape[1] for c in columns)
+        columns.append(cols)
+        slices[name] = slice(start, start + cols.shape[1])
+
+    add("pairs", pairs)
+    add("zz", sf[:, ti] * sf[:, tj] / 4)
+    r, dist, shells, cr_tab, shell_tab = _cr_tables(lattice)
+    q, sq_coef, sq_const = _sq_tables(lattice)
+    tabs = [("cr", cr_tab), ("shells", shell_tab), ("sq", (sq_coef, sq_const))]
+    if lattice.n_sublattices == 2:
+        tabs.append(("stag", _stag_tables(lattice)))
+    for name, (coef, _) in tabs:
+        add(name, pairs @ jnp.asarray(coef, real))
+    m = jnp.sum(sf, axis=1) / 2
+    add("sz", jnp.stack([m, m**2], axis=1))
+    dimer_meta = []
+    for axis, meta, v in zip(axes, metas, values[1:]):
+        nb, counts = meta[1], meta[4]
+        bond_local = jnp.mean(v[:, :nb], axis=1)
+        plain = v[:, nb:] / jnp.asarray(counts)
+        d_mean = float(w @ np.asarray(bond_local)) if w is not None else float(jnp.mean(bond_local))
+        add(f"dimer{axis}", jnp.concatenate([bond_local[:, None], plain, plain - 2.0 * d_mean * bond_local[:, None]], 1))
+        dimer_meta.append((axis, meta, d_mean, plain.shape[1]))
+    mean, error, _, tau, _ = _all_column_stats(jnp.concatenate(columns, axis=1), n_chains, w)
+    for name, (_, const) in tabs:
+        mean[slices[name]] += const
+
+    def get(name):
+        return mean[slices[name]], error[slices[name]]
+
+    out["spin_correlations"] = _mean_error(_pairs_to_matrix(mean[slices["pairs"]], n_sites, 0.75),
+                                           _pairs_to_matrix(error[slices["pairs"]], n_sites, 0.0))
+    out["sz_correlations"] = _mean_error(_pairs_to_matrix(mean[slices["zz"]], n_sites, 0.25),
+                                         _pairs_to_matrix(error[slices["zz"]], n_sites, 0.0))
     out["correlation_vs_distance"] = {
-        "r": cr.r.tolist(), "distance": _list(cr.distance), "mean": _list(cr.mean), "error": _list(cr.error),
-        "shells": {"distance": _list(cr.shell_distance), "mean": _list(cr.shell_mean),
-                   "error": _list(cr.shell_error)},
+        "r": r.tolist(), "distance": _list(dist), **_mean_error(*get("cr")),
+        "shells": {"distance": _list(shells), **_mean_error(*get("shells"))},
     }
-    sq = structure_factor(corr, lattice)
-    out["structure_factor"] = {"q": _list(sq.q), "mean": _list(sq.mean), "error": _list(sq.error)}
-    (s_q, s_q_err), (m2, m2_err) = staggered_magnetization_sq(corr, lattice)
-    out["s_pi_pi"] = {"q": [math.pi] * lattice.ndim, "mean": _num(s_q), "error": _num(s_q_err)}
+    out["structure_factor"] = {"q": _list(q), **_mean_error(*get("sq"))}
+    if "stag" in slices:
+        (s_q, m2), (s_q_err, m2_err) = get("stag")
+    else:
+        s_q = s_q_err = m2 = m2_err = None
+    out["s_pi_pi"] = {"q": [math.pi] * lattice.ndim if lattice.is_hypercubic else None,
+                      "mean": _num(s_q), "error": _num(s_q_err)}
     out["staggered_magnetization_sq"] = {"mean": _num(m2), "error": _num(m2_err)}
-    sz, sz2 = sz_moments(samples, n_chains=n_chains, weights=weights)
-    out["sz"] = _stats_dict(sz)
-    out["sz_squared"] = _stats_dict(sz2)
-    if dimers:
-        dim = {}
-        for axis, name in zip(range(lattice.ndim), "xyz"):
-            if lattice.shape[axis] < 2:
-                continue
-            dc = dimer_correlations(log_psi, params, samples, lattice, axis, **common)
-            dim[name] = {
-                "r": dc.r.tolist(), "distance": _list(dc.distance), "mean": _list(dc.mean),
-                "error": _list(dc.error), "connected_mean": _list(dc.connected_mean),
-                "connected_error": _list(dc.connected_error),
-                "bond": {"mean": _num(dc.bond_mean), "error": _num(dc.bond_error)},
-            }
-        out["dimer_correlations"] = dim
+    (sz, sz2), (sz_err, sz2_err) = get("sz")
+    out["sz"] = {"mean": _num(sz), "error": _num(sz_err)}
+    out["sz_squared"] = {"mean": _num(sz2), "error": _num(sz2_err)}
+    out["dimer_correlations"] = {}
+    for axis, meta, d_mean, k in dimer_meta:
+        mu, err = get(f"dimer{axis}")
+        out["dimer_correlations"]["xyz"[axis]] = {
+            "r": meta[2].tolist(), "distance": _list(meta[3]), "mean": _list(mu[1 : 1 + k]),
+            "error": _list(err[1 : 1 + k]), "connected_mean": _list(mu[1 : 1 + k] - d_mean**2),
+            "connected_error": _list(err[1 + k :]),
+            "bond": {"mean": _num(mu[0]), "error": _num(err[0])},
+        }
     return out

@@ -274,6 +274,25 @@ class LocalOperator(SpinHamiltonian):
         s_conn = s[..., None, :] * jnp.asarray(flips)
         return s_conn, mels
 
+    def to_sparse(self, states):
+        """The matrix ``O[a, b] = <states[a]| O |states[b]>`` as scipy CSR (complex128 when a
+        coefficient is complex, else float64), computed with numpy from the same tables as
+        ``connected`` (no compilation). ValueError when O leads out of the basis."""
+        from .hilbert import states_to_codes
+        from .operators import _basis, _columns, _coo
+
+        states, codes, order, sorted_codes = _basis(states, self.n_sites)
+        flips, bra, length, coef = self._build()
+        match = (states.astype(np.float64) @ bra == length).astype(np.float64)
+        mels = match @ coef  # (n, max_conn)
+        rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], []
+        for k in range(flips.shape[0]):
+            (r,) = np.nonzero(mels[:, k])
+            rows.append(r)
+            cols.append(_columns(states_to_codes(states[r] * flips[k]), order, sorted_codes))
+            vals.append(mels[r, k])
+        return _coo(rows, cols, vals, len(states))
+
 
 # ---------------------------------------------------------------------- builders
 def identity(n_sites) -> LocalOperator:
