@@ -211,3 +211,22 @@ def test_positive_int_and_finite_number():
     for bad in (True, 1j, "1.0", None, np.ones(2)):
         with pytest.raises(TypeError, match=r"^J: expected a finite number, got "):
             finite_number(bad, "J")
+
+
+def test_contract_attributes_of_chain_and_square():
+    """n_basis = 1: positions are the integer coordinates, cells are sites, numbering unchanged."""
+    for lat in (Chain(7), Square(3, 5), Square(4, pbc=False)):
+        assert lat.n_basis == 1 and lat.n_sites == int(np.prod(lat.shape))
+        assert lat.kind == ("chain" if lat.ndim == 1 else "square")
+        np.testing.assert_array_equal(lat.vectors, np.eye(lat.ndim))
+        np.testing.assert_array_equal(lat.basis, np.zeros((1, lat.ndim)))
+        np.testing.assert_array_equal(lat.cell_coords, site_coords(lat.shape))
+        np.testing.assert_array_equal(lat.positions, lat.coords.astype(float))
+        np.testing.assert_array_equal(lat.basis_index, np.zeros(lat.n_sites))
+        assert lat.positions.dtype == np.float64 and lat.cell_coords.dtype == np.int64
+        assert not lat.positions.flags.writeable and not lat.vectors.flags.writeable
+    assert repr(Square(4)) == "Lattice(shape=(4, 4), pbc=True)"
+    with pytest.raises(ValueError, match=r"^basis_index: expected ints in \[0, 1\)"):
+        Square(4).site_index([0, 0], 1)
+    with pytest.raises(ValueError, match=r"^vectors: expected 2 linearly independent Bravais vectors"):
+        Lattice((3, 3), vectors=[[1, 0], [2, 0]])

@@ -262,3 +262,22 @@ def test_one_table_check_for_groups_and_models():
                      kwargs.get("characters", [1] * len(kwargs["perms"])))
     with pytest.raises(ValueError, match=r"^perms: expected 6 sites per row \(the lattice's\), got 4"):
         group_table(translations(Chain(4)).perms, n_sites=6)
+
+
+def test_detected_point_group_of_hypercubic_lattices():
+    """kind='full' finds C4v / C2v / the reflection from the coordinates alone; with the
+    translations it spans the same space group as the coordinate-map tables."""
+    from quantax_lite.symmetry import point_group_kind
+
+    for lat, name, size in ((Square(4), "C4v", 8), (Square(3, 5), "C2v", 4), (Chain(6), "reflection", 2),
+                            (Square(4, pbc=False), "C4v", 8)):
+        assert point_group_kind(lat) == name
+        found = point_group(lat, "full")
+        assert found.n_elements == size
+        table = point_group(lat, "C2v" if name == "C2v" else None)
+        if lat.pbc:
+            found, table = translations(lat) * found, translations(lat) * table
+        assert {tuple(p) for p in found.perms.tolist()} == {tuple(p) for p in table.perms.tolist()}
+    assert point_group(Square(4), "C4").n_elements == 4 and point_group(Square(4), "C2").n_elements == 2
+    with pytest.raises(ValueError, match=r"^kind: the cluster 3x5 has no C4 point group \(its full point group is C2v\)"):
+        point_group(Square(3, 5), "C4")
