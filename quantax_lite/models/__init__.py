@@ -8,6 +8,7 @@ from .conv import (
     ConvResNet,
     PeriodicConv,
     ResidualBlock,
+    kernel_reach,
     periodic_conv_matrix,
     periodic_neighbour_table,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "default_conv_architecture",
     "derivative_form",
     "group_table",
+    "kernel_reach",
     "log_cosh",
     "make_conv_nqs",
     "make_rbm_nqs",

@@ -1,7 +1,12 @@
 """Periodic convolutions and the convolutional residual network (flax linen).
 
-Feature maps are ``(batch, *lattice_shape, channels)`` arrays; position ``(x, y)`` of a
-map belongs to lattice site ``x * Ly + y`` (row-major, as everywhere in quantax_lite).
+Feature maps are ``(batch, *lattice_shape, channels)`` arrays over the grid of unit cells
+of a lattice; position ``(x, y)`` of a map is cell ``x * Ly + y`` (row-major, as
+everywhere in quantax_lite). On a Bravais lattice with one site per cell (chains, square,
+triangular) cells are sites; with ``n_basis`` sites per cell (honeycomb 2, kagome 3) the
+spins of a cell are the input channels of :class:`ConvResNet` (site ``cell * n_basis + b``
+is channel ``b`` of its cell), so every layer is a convolution on the cell grid and the
+network is equivariant under translations by whole cells.
 
 A periodic convolution with a kernel of size ``k`` along every axis maps
 
@@ -45,6 +50,7 @@ from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spi
 
 __all__ = [
     "periodic_neighbour_table",
+    "kernel_reach",
     "periodic_conv_matrix",
     "PeriodicConv",
     "ResidualBlock",
@@ -75,6 +81,33 @@ def periodic_neighbour_table(shape, kernel_size: int) -> np.ndarray:
     shape = lattice_shape(shape, "shape")
     offsets = kernel_offsets(kernel_size, len(shape))
     return periodic_site_index(site_coords(shape)[:, None, :] + offsets[None], shape).astype(np.int32)
+
+
+def kernel_reach(lattice, kernel_size: int, max_order: int = 3) -> tuple[float, ...]:
+    """Which neighbour shells of ``lattice`` one ``kernel_size`` kernel on its cell grid reaches.
+
+    Returns, for ``order = 1 .. max_order``, the fraction of the bonds ``(i, j)`` of that
+    order (``lattice.bonds(order)``) for which the kernel centred on the cell of ``i``
+    covers the cell of ``j`` and the kernel centred on the cell of ``j`` covers the cell
+    of ``i`` (periodic wrapping of the cell grid included): 1.0 where one layer couples
+    every pair of the shell, NaN where the cluster has no bond of that order. On a large
+    enough cluster this is the geometry of the lattice's unit cell and Bravais vectors
+    (``docs/api.md`` has the table for the lattices of :mod:`quantax_lite.lattice`).
+    """
+    max_order = positive_int(max_order, "max_order")
+    shape = lattice_shape(lattice.shape, "lattice.shape")
+    n_basis = int(getattr(lattice, "n_basis", 1))
+    n_cells = int(np.prod(shape))
+    table = periodic_neighbour_table(shape, kernel_size)
+    covers = np.zeros((n_cells, n_cells), bool)
+    covers[np.arange(n_cells)[:, None], table] = True  # covers[c, c']: the kernel at c reads c'
+    cell = np.arange(lattice.n_sites) // n_basis
+    fractions = []
+    for order in range(1, max_order + 1):
+        bonds = np.asarray(lattice.bonds(order)).reshape(-1, 2)
+        ci, cj = cell[bonds[:, 0]], cell[bonds[:, 1]]
+        fractions.append(float(np.mean(covers[ci, cj] & covers[cj, ci])) if len(bonds) else float("nan"))
+    return tuple(fractions)
 
 
 class PeriodicConv(nn.Module):
@@ -320,16 +353,17 @@ class ResidualBlock(nn.Module):
 class ConvResNet(nn.Module):
     """Periodic-convolution residual network giving a complex log-amplitude ``log psi_0(s)``.
 
-    Architecture (``d = len(lattice_shape)``, ``K = kernel_size**d``, ``C = channels``):
-    input periodic conv ``1 -> C`` with bias; ``depth`` :class:`ResidualBlock` s; a final
-    normalization (``norm``) and activation; a per-position linear readout ``C -> 2``
-    without bias, whose two outputs are the real and imaginary part of the position's
-    log-amplitude contribution ``f_r(s)``. Parameter count
-    ``K*C + C + depth*(2*K*C**2 + 2*C) + 2*C`` (:func:`~quantax_lite.models.conv_param_count`;
+    Architecture (``d = len(lattice_shape)``, ``K = kernel_size**d``, ``C = channels``,
+    ``B = n_basis``): input periodic conv ``B -> C`` with bias (the ``B`` spins of a unit
+    cell are its input channels); ``depth`` :class:`ResidualBlock` s; a final
+    normalization (``norm``) and activation; a per-position (per-cell) linear readout
+    ``C -> 2`` without bias, whose two outputs are the real and imaginary part of the
+    position's log-amplitude contribution ``f_r(s)``. Parameter count
+    ``K*B*C + C + depth*(2*K*C**2 + 2*C) + 2*C`` (:func:`~quantax_lite.models.conv_param_count`;
     ``norm="layer"`` adds ``2*C`` per LayerNorm, ``2*depth + 1`` of them).
 
-    The trunk is translation-equivariant, so ``f_r(s) = f_0(T_r s)`` for the translation
-    ``T_r`` that brings site ``r`` to the origin. Readouts:
+    The trunk is equivariant under translations by whole cells, so ``f_r(s) = f_0(T_r s)``
+    for the translation ``T_r`` that brings cell ``r`` to the origin. Readouts:
 
     * ``"sum"``: ``log psi_0(s) = sum_r f_r(s)``, a translation-invariant amplitude (only
       zero-momentum sectors survive translation symmetrization);
@@ -340,7 +374,7 @@ class ConvResNet(nn.Module):
     initial state is close to uniform.
 
     Attributes:
-      lattice_shape: ``(L,)`` or ``(Lx, Ly)``; sites row-major.
+      lattice_shape: ``(L,)`` or ``(L1, L2)``, the grid of unit cells; cells row-major.
       channels, depth, kernel_size: architecture (``depth`` may be 0).
       dtype: parameter and compute dtype, ``jnp.float32`` or ``jnp.float64`` (outputs
         complex64 / complex128).
@@ -366,8 +400,11 @@ class ConvResNet(nn.Module):
         ``1 + sum g`` crosses zero, a path that a phase started at 0 does not take (a
         real ``psi`` is a stationary point of the energy in the phase directions).
 
-    Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype) -> ``(batch,)`` complex
-    (real with ``complex_output=False``).
+      n_basis: sites per unit cell (default 1: cells are sites); site ``c * n_basis + b``
+        is channel ``b`` of cell ``c`` (the numbering of :class:`~quantax_lite.lattice.Lattice`).
+
+    Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype), ``n_sites =
+    prod(lattice_shape) * n_basis`` -> ``(batch,)`` complex (real with ``complex_output=False``).
     """
 
     lattice_shape: tuple[int, ...]
@@ -381,9 +418,11 @@ class ConvResNet(nn.Module):
     complex_output: bool = True
     signed: bool = False
     norm: str = "none"
+    n_basis: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
+        positive_int(self.n_basis, "n_basis")
         positive_int(self.channels, "channels")
         positive_int(self.depth, "depth", minimum=0)
         positive_int(self.kernel_size, "kernel_size")
@@ -397,8 +436,12 @@ class ConvResNet(nn.Module):
         super().__post_init__()
 
     @property
-    def n_sites(self) -> int:
+    def n_cells(self) -> int:
         return int(np.prod(self.lattice_shape))
+
+    @property
+    def n_sites(self) -> int:
+        return self.n_cells * self.n_basis
 
     def setup(self):
         dtype = real_dtype(self.dtype)
@@ -420,27 +463,29 @@ class ConvResNet(nn.Module):
     @property
     def _channel_major(self) -> bool:
         # the dense form runs on channel-major maps (see PeriodicConv); the others channels-last
-        return tuning.conv_form(self.n_sites, self.channels, real_dtype(self.dtype)) == "dense"
+        return tuning.conv_form(self.n_cells, self.channels, real_dtype(self.dtype)) == "dense"
 
     def _trunk(self, s):
-        """Trunk maps in the internal layout: ``(batch, channels, n_sites)`` for the dense
+        """Trunk maps in the internal layout: ``(batch, channels, n_cells)`` for the dense
         form, else ``(batch, *lattice_shape, channels)``."""
         s = spin_batch(s, self.n_sites)
         x = s.astype(real_dtype(self.dtype))
-        if self._channel_major:
+        if self.n_basis > 1 and self._channel_major:  # (batch, n_basis, n_cells)
+            x = jnp.swapaxes(x.reshape(s.shape[0], self.n_cells, self.n_basis), 1, 2)
+        elif self._channel_major:
             x = x.reshape(s.shape[0], 1, self.n_sites)
         else:
-            x = x.reshape(s.shape[0], *self.lattice_shape, 1)
+            x = x.reshape(s.shape[0], *self.lattice_shape, self.n_basis)
         x = self.input_conv(x, self._channel_major)
         for block in self.blocks:
             x = block(x, self._channel_major)
         return x
 
     def _channels_last(self, x):
-        """Internal-layout maps -> ``(batch, n_sites, channels)``."""
+        """Internal-layout maps -> ``(batch, n_cells, channels)``."""
         if self._channel_major:
             return jnp.swapaxes(x, 1, 2)
-        return x.reshape(x.shape[0], self.n_sites, x.shape[-1])
+        return x.reshape(x.shape[0], self.n_cells, x.shape[-1])
 
     def features(self, s):
         """Trunk feature maps ``(batch, *lattice_shape, channels)`` (before the final norm)."""
@@ -448,15 +493,15 @@ class ConvResNet(nn.Module):
         return x.reshape(x.shape[0], *self.lattice_shape, x.shape[-1])
 
     def position_outputs(self, s):
-        """Readout outputs per position, ``(batch, n_sites, 2)`` real (``(batch, n_sites)``
+        """Readout outputs per position (cell), ``(batch, n_cells, 2)`` real (``(batch, n_cells)``
         with ``complex_output=False``)."""
         x = self._channels_last(self.activation(self.final_norm(self._trunk(s))))
         if not self.complex_output:
-            return self.readout_dense(x).reshape(x.shape[0], self.n_sites)
-        return self.readout_dense(x).reshape(x.shape[0], self.n_sites, 2)
+            return self.readout_dense(x).reshape(x.shape[0], self.n_cells)
+        return self.readout_dense(x).reshape(x.shape[0], self.n_cells, 2)
 
     def position_log_amplitudes(self, s):
-        """Per-position log-amplitude contributions ``f_r(s)``, ``(batch, n_sites)`` complex
+        """Per-position (per-cell) log-amplitude contributions ``f_r(s)``, ``(batch, n_cells)`` complex
         (real with ``complex_output=False``). Not defined for ``signed`` networks."""
         if self.signed:
             raise ValueError("position_log_amplitudes: a signed network has no per-position log-amplitudes")

@@ -58,14 +58,21 @@ def count_params(params) -> int:
 
 
 def conv_param_count(
-    ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True, norm: str = "none"
+    ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True, norm: str = "none",
+    n_basis: int = 1,
 ) -> int:
-    """Parameter count of :class:`ConvResNet`: ``K*C + C + depth*(2*K*C**2 + 2*C) + R*C``
-    with ``K = kernel_size**ndim``, ``C = channels`` and ``R = 2`` readout outputs (1 for a
-    real network); ``norm="layer"`` adds ``2*C`` for each of the ``2*depth + 1`` LayerNorms."""
-    K, C = kernel_size**ndim, channels
+    """Parameter count of :class:`ConvResNet`: ``K*B*C + C + depth*(2*K*C**2 + 2*C) + R*C``
+    with ``K = kernel_size**ndim``, ``C = channels``, ``B = n_basis`` input channels (sites
+    per unit cell) and ``R = 2`` readout outputs (1 for a real network); ``norm="layer"``
+    adds ``2*C`` for each of the ``2*depth + 1`` LayerNorms."""
+    K, C, B = kernel_size**ndim, channels, n_basis
     n_norms = 2 * depth + 1 if norm == "layer" else 0
-    return K * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + (2 if complex_output else 1) * C
+    return K * B * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + (2 if complex_output else 1) * C
+
+
+# lattices whose nearest-neighbour Heisenberg ground state has a sign structure beyond
+# Marshall's rule: the wider network at every size
+_FRUSTRATED = ("triangular", "kagome")
 
 
 def default_conv_architecture(lattice) -> dict:
@@ -73,8 +80,16 @@ def default_conv_architecture(lattice) -> dict:
 
     Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2432 parameters);
     larger (e.g. 6x6) ``C=16, depth=4, k=3`` (18752 parameters). Chains use ``k=5`` (a
-    wider receptive field per layer along the single axis).
+    wider receptive field per layer along the single axis). Honeycomb lattices (bipartite)
+    follow the square lattice's rule by number of sites; triangular and kagome lattices
+    (frustrated: a learned sign structure) get ``C=16, depth=4, k=3`` at every size. A
+    ``3 x 3`` kernel on the cell grid reaches every nearest-neighbour pair of all of
+    them, and the 2nd and 3rd shells too on the honeycomb and kagome lattices
+    (:func:`~quantax_lite.models.kernel_reach`).
     """
+    kind = getattr(lattice, "kind", None)
+    if kind in _FRUSTRATED:
+        return dict(channels=16, depth=4, kernel_size=3)
     small = lattice.n_sites <= 20
     return dict(
         channels=8 if small else 16,
@@ -138,7 +153,9 @@ def make_conv_nqs(
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
     Args:
-      lattice: a periodic ``Lattice`` (``shape``, ``n_sites``).
+      lattice: a periodic ``Lattice`` (``shape`` in cells, ``n_basis`` sites per cell,
+        ``n_sites``): the convolutions run on the grid of cells, the sites of a cell are
+        the input channels.
       symmetry: a ``Symmetry`` (``perms``, ``flips``, ``characters``) or None (no projection:
         the bare :class:`ConvResNet` is returned); one built for another lattice (its
         ``lattice`` attribute) raises ValueError.
@@ -148,8 +165,9 @@ def make_conv_nqs(
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"origin"``, or None: ``"sum"``
         unless the characters cancel on every class of translated elements (a
         nonzero-momentum sector), then ``"origin"``. With ``"sum"``, group elements that
-        differ by a translation give the same image, and the network is evaluated on one
-        image per coset (:func:`merge_translation_images`; same log psi up to rounding).
+        differ by a translation by whole cells give the same image, and the network is
+        evaluated on one image per coset (:func:`merge_translation_images`; same log psi
+        up to rounding).
 
       complex_output: complex log-amplitudes (default); False: a positive wavefunction
         (real log psi) for sign-free ground states, only in a sector whose characters
@@ -166,10 +184,11 @@ def make_conv_nqs(
     table = _lattice_table(lattice, symmetry)
     arch = default_conv_architecture(lattice)
     arch.update({k: v for k, v in dict(channels=channels, depth=depth, kernel_size=kernel_size).items() if v is not None})
+    n_basis = int(getattr(lattice, "n_basis", 1))
     merged = None
     if table is not None and readout in (None, "sum"):
         try:
-            merged = merge_translation_images(lattice.shape, *table)
+            merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis)
         except ValueError:
             if readout == "sum":
                 raise ValueError(
@@ -184,7 +203,7 @@ def make_conv_nqs(
             "use complex_output=True for this symmetry sector"
         )
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
-                      complex_output=complex_output, signed=signed, norm=norm, **arch)
+                      complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis, **arch)
     if table is None:
         return base
     if readout == "sum" and merged is not None and tuning.current().merge_translations:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..lattice import periodic_site_index, site_coords
 from ..symmetry import group_table  # the one check of a group table (re-exported here)
-from ._checks import lattice_shape, spin_batch
+from ._checks import lattice_shape, positive_int, spin_batch
 
 __all__ = [
     "Symmetrized",
@@ -139,34 +139,44 @@ class Symmetrized(nn.Module):
         return weighted_logsumexp(log_psi0.reshape(batch, G), np.asarray(self.characters))
 
 
-def translation_perms(shape) -> np.ndarray:
-    """All translations of a periodic lattice as permutations, ``(n_sites, n_sites)`` int32.
+def translation_perms(shape, n_basis: int = 1) -> np.ndarray:
+    """All translations by whole cells of a periodic lattice as permutations,
+    ``(n_cells, n_sites)`` int32, for a grid of cells ``shape`` with ``n_basis`` sites per
+    cell (site ``c * n_basis + b``; ``n_basis=1``: cells are sites).
 
-    Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site at
-    ``coords(i) + coords(r)`` (wrapped); row 0 is the identity.
+    Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site ``b`` of the
+    cell at ``cell(i) + coords(r)`` (wrapped), ``b`` the basis index of ``i``; row 0 is the
+    identity.
     """
     shape = lattice_shape(shape, "shape")
+    n_basis = positive_int(n_basis, "n_basis")
     coords = site_coords(shape)
-    return periodic_site_index(coords[None, :, :] + coords[:, None, :], shape).astype(np.int32)
+    cells = periodic_site_index(coords[None, :, :] + coords[:, None, :], shape)
+    if n_basis == 1:
+        return cells.astype(np.int32)
+    return (cells[:, :, None] * n_basis + np.arange(n_basis)).reshape(len(cells), -1).astype(np.int32)
 
 
-def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT):
+def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT,
+                             n_basis: int = 1):
     """Merge the group elements a translation-invariant base network cannot tell apart.
 
-    If ``psi_0(T s) = psi_0(s)`` for every translation ``T`` (e.g. :class:`ConvResNet` with
-    ``readout="sum"``), elements ``g`` and ``T g`` give the same ``psi_0``: the sum
+    ``shape``: the grid of unit cells, ``n_basis`` sites per cell (:func:`translation_perms`).
+    If ``psi_0(T s) = psi_0(s)`` for every translation ``T`` by whole cells (e.g.
+    :class:`ConvResNet` with ``readout="sum"``), elements ``g`` and ``T g`` give the same ``psi_0``: the sum
     ``sum_g chi_g psi_0(g s)`` equals ``sum_c w_c psi_0(r_c s)`` over the classes
     ``c = {T g}`` with representative ``r_c`` and weight ``w_c = sum_{g in c} chi_g``.
     Classes whose weight vanishes (below ``atol`` times the largest ``|chi|``) are dropped.
 
     Returns ``(perms, flips, weights)`` of the representatives; for the full space group
     of an ``L x L`` lattice (all characters 1) that is ``G / L**2`` elements of weight
-    ``L**2``. Raises ValueError if every weight vanishes (a nonzero-momentum sector: a
+    ``L**2`` (of an ``L1 x L2`` grid of cells, ``G / (L1 L2)`` of weight ``L1 L2``). Raises ValueError if every weight vanishes (a nonzero-momentum sector: a
     translation-invariant base cannot represent it).
     """
     shape = lattice_shape(shape, "shape")
-    perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)))
-    T = translation_perms(shape)
+    n_basis = positive_int(n_basis, "n_basis")
+    perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)) * n_basis)
+    T = translation_perms(shape, n_basis)
     classes: dict = {}
     order = []
     for g in range(perms.shape[0]):
