@@ -227,13 +227,16 @@ def _train(args, recipe, out, config, main) -> dict:
         raise UsageError(_as_option(str(err))) from None
     state = state._replace(sampler=chains)
     summary.update(iterations=int(state.iteration), **summary_of(statistics(e_loc), r.lattice.n_sites, exact))
-    if not summary["diverged"]:
+    if not summary["diverged"] and args.measure:  # every observable, the table's from them
+        obs = measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size)
+        obs["run"] = _provenance(recipe, int(state.iteration), "final estimate of train", exact)
+        spp, m2 = obs["s_pi_pi"], obs["staggered_magnetization_sq"]
+        summary.update(s_pi_pi=spp["mean"], s_pi_pi_error=spp["error"], staggered_magnetization_sq=m2["mean"],
+                       staggered_magnetization_sq_error=m2["error"], n_observable_samples=obs["n_samples"])
+        if main:
+            write_observables(out, obs, f"{summary['hamiltonian']} {summary['lattice']}")
+    elif not summary["diverged"]:
         summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size))
-        if args.measure:
-            obs = measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size)
-            obs["run"] = _provenance(recipe, int(state.iteration), "final estimate of train", exact)
-            if main:
-                write_observables(out, obs, f"{summary['hamiltonian']} {summary['lattice']}")
     summary.update(wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
     if main:
         finish_run(out, summary, exact)
@@ -245,12 +248,12 @@ def _train(args, recipe, out, config, main) -> dict:
     return summary
 
 
-def draw_samples(vmc, chains, params, n_samples: int):
+def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = True):
     """Fresh samples as :func:`~quantax_lite.vmc.energy_estimate` draws them (blocks of at
     most a step's samples, so the memory is that of a training step; the same local
     energies), kept: ``(samples (n, n_sites) chain-major over the whole draw, log_psi (n,),
-    local energies (n_chains, n / n_chains), chains)``. ``n_samples`` a multiple of the
-    step's samples when larger."""
+    local energies (n_chains, n / n_chains) or None without ``local_energies``, chains)``.
+    ``n_samples`` a multiple of the step's samples when larger."""
     import jax.numpy as jnp
 
     from .sampler import per_chain
@@ -262,10 +265,10 @@ def draw_samples(vmc, chains, params, n_samples: int):
     parts = []
     for _ in range(n_samples // block):
         s, lp, chains = vmc.sampler.sample(chains, params, block)
-        e = vmc.local_energies(params, s, lp)
+        e = vmc.local_energies(params, s, lp) if local_energies else jnp.zeros(block)
         parts.append((per_chain(s, n_chains), per_chain(lp, n_chains), per_chain(e, n_chains)))
     s, lp, e = (jnp.concatenate(x, axis=1) for x in zip(*parts))
-    return s.reshape(n_samples, s.shape[-1]), lp.reshape(n_samples), e, chains
+    return s.reshape(n_samples, s.shape[-1]), lp.reshape(n_samples), e if local_energies else None, chains
 
 
 def _observable_chunk(chunk_size):
@@ -283,6 +286,8 @@ def _order_parameter(r, params, samples, chunk_size) -> dict:
     from .recipes import physical_basis
 
     n_chains, n_sites = r.sampler.n_chains, r.lattice.n_sites
+    if getattr(r.lattice, "n_sublattices", 2) != 2:  # no staggered pattern
+        return {"s_pi_pi": None, "staggered_magnetization_sq": None}
     per = samples.shape[0] // n_chains
     keep = min(per, max(1, math.ceil(per * r.hamiltonian.max_conn / (n_sites * (n_sites - 1) / 2))))
     subset = samples.reshape(n_chains, per, n_sites)[:, :keep].reshape(n_chains * keep, n_sites)
@@ -319,7 +324,7 @@ def measure_run(args) -> dict:
     import jax
 
     from ._validate import positive_int
-    from .recipes import load_run, recipe_of_run
+    from .recipes import default_chains, load_run, recipe_of_run
     from .report import energy_unit, plot_energy, write_observables
     from .run_folder import lock_run_folder, read_log
 
@@ -330,18 +335,18 @@ def measure_run(args) -> dict:
     out = args.out
     recipe = _usage(recipe_of_run, out)[0]  # names --out before the lock creates anything
     n = args.samples or recipe.n_eval_samples
+    chains, block = recipe.chains or default_chains(recipe.samples, jax.device_count()), min(n, recipe.samples)
+    if n % block or block % chains:
+        raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
+                         f"{recipe.samples} samples per step when larger.")
     with lock_run_folder(out):
         loaded = _usage(load_run, out, chunk_size=args.chunk_size, memory_budget=args.memory_budget)
         r, state = loaded.run, loaded.state
-        chains, block = r.sampler.n_chains, min(n, recipe.samples)
-        if n % block or block % chains:
-            raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
-                             f"{recipe.samples} samples per step when larger.")
         if not args.no_progress:
             print(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {n} fresh samples on "
                   f"{chains} chains, {jax.device_count()} device(s)", file=sys.stderr)
         fresh = r.sampler.init(jax.random.PRNGKey(args.seed), state.params, initial_states=state.sampler.states)
-        samples = draw_samples(r.vmc, fresh, state.params, n)[0]  # thermalized first: fresh chains
+        samples = draw_samples(r.vmc, fresh, state.params, n, local_energies=False)[0]  # thermalized first
         obs = measure_samples(r, state.params, samples, chunk_size=args.chunk_size, dimers=args.dimers)
         exact = recipe.reference_energy(r.lattice, r.hamiltonian)
         obs["run"] = {**_provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact),

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 from typing import Any, NamedTuple
 
 from ._validate import finite_number, positive_int
 from .memory import check_memory_budget
-from .lattice import Chain, Lattice, Square
+from .lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
            "recipe_of_run", "physical_basis"]
@@ -47,8 +48,14 @@ MAX_ED_SITES = 20
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer"}
 
 
+# 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
+_BRAVAIS = {"triangular": Triangular, "honeycomb": Honeycomb, "kagome": Kagome}
+
+
 def parse_lattice(text: str) -> Lattice:
-    """'4x4' / '6x4' -> :func:`Square`, 'chain:20' -> :func:`Chain` (periodic)."""
+    """'4x4' / '6x4' -> :func:`Square`, 'chain:20' -> :func:`Chain`, 'triangular:6x6' /
+    'honeycomb:3x3' / 'kagome:2x3' -> L1 x L2 unit cells of :func:`Triangular` /
+    :func:`Honeycomb` / :func:`Kagome` (all periodic); ``Lattice.name`` reads back."""
     if isinstance(text, Lattice):
         return text
     m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", str(text))
@@ -58,9 +65,13 @@ def parse_lattice(text: str) -> Lattice:
         m = re.fullmatch(r"\s*chain\s*:\s*(\d+)\s*", str(text))
         if m:
             return Chain(int(m.group(1)))
+        m = re.fullmatch(r"\s*([a-z]+)\s*:\s*(\d+)\s*x\s*(\d+)\s*", str(text).lower())
+        if m and m.group(1) in _BRAVAIS:
+            return _BRAVAIS[m.group(1)](int(m.group(2)), int(m.group(3)))
     except ValueError as err:
         raise ValueError(f"lattice: {text!r}: {err}") from None
-    raise ValueError(f"lattice: cannot read {text!r}; expected e.g. '4x4', '6x4' or 'chain:20'.")
+    raise ValueError(f"lattice: cannot read {text!r}; expected e.g. '4x4', '6x4', 'chain:20', 'triangular:6x6', "
+                     "'honeycomb:3x3' or 'kagome:2x3'.")
 
 
 def _choice(value, name, options):
@@ -104,19 +115,26 @@ class Recipe:
     ``quantax-lite train --help`` prints the same text."""
 
     lattice: Any = _field("4x4", str, "system", "a periodic square or rectangular lattice 'Lx x Ly' (e.g. 4x4, "
-                          "6x4), or a chain 'chain:L' (or a quantax_lite Lattice)")
+                          "6x4), a chain 'chain:L', or L1 x L2 unit cells of a triangular (1 site per cell), "
+                          "honeycomb (2) or kagome (3) lattice: 'triangular:6x6', 'honeycomb:3x3', 'kagome:2x3' "
+                          "(or a quantax_lite Lattice)")
     hamiltonian: str = _field("heisenberg", str, "system", "heisenberg: H = J1 sum S.S; j1j2: adds J2 on "
                               "next-nearest bonds; tfim: H = -sum sz sz - h sum sx (Pauli units)", HAMILTONIANS)
     J2: float | None = _field(None, float, "system", "next-nearest coupling, j1j2 only (default: 0.5)")
     h: float | None = _field(None, float, "system", "transverse field, tfim only (default: 1.0)")
-    marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2 on bipartite "
-                            "lattices)")
-    symmetry: str = _field("translations", str, "network", "projection group: full = translations x point "
-                           "group x spin inversion (more accurate, about 16x the cost of translations on a "
-                           "square lattice)", SYMMETRIES)
-    depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size)")
-    channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size)")
-    kernel_size: int | None = _field(None, int, "network", "conv kernel size (default: 3 in 2D, 5 in 1D)")
+    marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2) where the lattice "
+                            "is bipartite (chains and square lattices of even sides, honeycomb); triangular and "
+                            "kagome lattices have none, so it is off there")
+    symmetry: str = _field("translations", str, "network", "projection group: translations by whole unit "
+                           "cells; full = translations x the cluster's point group (from its geometry: up to C4v "
+                           "on square, C6v on triangular, honeycomb and kagome clusters) x spin inversion (more "
+                           "accurate, about 16x the cost of translations on a square lattice)", SYMMETRIES)
+    depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size; 4 on "
+                               "triangular and kagome)")
+    channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size; 16 on "
+                                  "triangular and kagome)")
+    kernel_size: int | None = _field(None, int, "network", "conv kernel size on the grid of unit cells (default: "
+                                     "3 in 2D, 5 in 1D)")
     norm: str = _field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = _field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
                             "learned sign), complex (free phase); auto: positive where the basis makes the ground "
@@ -213,8 +231,11 @@ class Recipe:
         else:
             j2 = (0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
             ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=lattice.is_bipartite and self.marshall)
-        group = {"none": lambda: None, "translations": lambda: sym.translations(lattice),
-                 "full": lambda: sym.full_symmetry(lattice)}[self.symmetry]()
+        try:
+            group = {"none": lambda: None, "translations": lambda: sym.translations(lattice),
+                     "full": lambda: sym.full_symmetry(lattice)}[self.symmetry]()
+        except ValueError as err:
+            raise ValueError(f"symmetry: {self.symmetry!r} does not fit the lattice {lattice.name}: {err}") from None
         return lattice, ham, group
 
     def amplitude_kind(self, hamiltonian) -> str:
@@ -230,18 +251,21 @@ class Recipe:
         return "signed"  # a real Hamiltonian, a sector with characters 1: a real ground state
 
     def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
-        """The exact energy: sparse diagonalization up to 20 sites, else a literature value
-        (:data:`LITERATURE_ENERGY_PER_SITE`), else None."""
+        """The exact energy: a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else
+        sparse diagonalization up to 20 sites, else a value of
+        ``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (e.g. the 36-site triangular
+        cluster), else None."""
+        from . import exact
+
         if lattice is None or hamiltonian is None:
             lattice, hamiltonian, _ = self.system()
         key = (lattice.name, self.hamiltonian, float(getattr(hamiltonian, "J2", 0.0) or 0.0))
         if key in LITERATURE_ENERGY_PER_SITE:
             return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
         if lattice.n_sites <= MAX_ED_SITES:
-            from .exact import ground_state_energy
-
-            return float(ground_state_energy(hamiltonian))
-        return None
+            return float(exact.ground_state_energy(hamiltonian))
+        per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
+        return None if per_site is None else per_site * lattice.n_sites
 
     def config(self) -> dict:
         """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint."""
@@ -339,11 +363,20 @@ def physical_basis(log_psi, hamiltonian):
     transverse-field Ising rotation ``prod_i sigma^z_i`` flips every ``S^x``, ``S^y``, which
     leaves ``S_i . S_j`` as it is).
     """
+    if not getattr(hamiltonian, "marshall_sign", False):
+        return log_psi, hamiltonian
+    try:  # one function per wavefunction and Hamiltonian: compiled programs of it are reused
+        return _physical_basis(log_psi, hamiltonian)
+    except TypeError:  # unhashable
+        return _physical_basis.__wrapped__(log_psi, hamiltonian)
+
+
+@functools.lru_cache(maxsize=8)
+def _physical_basis(log_psi, hamiltonian):
+    import jax
     import jax.numpy as jnp
     import numpy as np
 
-    if not getattr(hamiltonian, "marshall_sign", False):
-        return log_psi, hamiltonian
     sub = np.nonzero(np.asarray(hamiltonian.lattice.sublattice) == 1)[0]
 
     def plain_log_psi(params, s):
@@ -351,7 +384,7 @@ def physical_basis(log_psi, hamiltonian):
         minus = jnp.prod(jnp.asarray(s)[..., sub].astype(jnp.int32), axis=-1) < 0
         return lp + jnp.where(minus, 1j * jnp.pi, 0.0).astype(jnp.result_type(lp.dtype, jnp.complex64))
 
-    return plain_log_psi, dataclasses.replace(hamiltonian, marshall_sign=False)
+    return jax.jit(plain_log_psi), dataclasses.replace(hamiltonian, marshall_sign=False)
 
 
 class LoadedRun(NamedTuple):
