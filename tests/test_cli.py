@@ -353,3 +353,30 @@ def test_two_processes_match_one_process(tmp_path):
     e2 = np.array([r["energy"] for r in _log(two)])
     np.testing.assert_allclose(e2, e1, rtol=1e-9)
     assert s2["energy"] == pytest.approx(s1["energy"], rel=1e-9)
+
+
+@pytest.mark.parametrize("command", [["train"], ["measure"]])
+def test_help_states_one_default_per_option(command, capsys):
+    """Every option's help text states its default once, in one form '(default: ...)', and
+    never '(default: None)' (issue 18, item 6); parsed from the printed --help."""
+    import re
+
+    with pytest.raises(SystemExit):
+        main(command + ["--help"])
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+    entries = re.split(r"\n  (?=-)", "\n".join(text.split("\n\n")[2:]))
+    options = {}
+    for entry in entries:
+        flat = " ".join(entry.split())
+        name = flat.split()[0].rstrip(",")
+        options[name] = flat
+    assert len(options) > (20 if command == ["train"] else 5)
+    for name, flat in options.items():
+        assert flat.count("default") <= 1, (name, flat)
+        if "default" in flat:
+            assert "(default: " in flat, (name, flat)
+    stated = (("--lattice", "--J2", "--h", "--depth", "--kernel-size", "--eval-samples", "--seed", "--out")
+              if command == ["train"] else ("--samples", "--seed", "--chunk-size"))
+    for name in stated:
+        assert "(default: " in options[name], name
