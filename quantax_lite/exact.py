@@ -36,9 +36,9 @@ __all__ = [
 
 # Ground-state energies per site of the spin-1/2 Heisenberg model (J1 = 1, spin-1/2 units,
 # periodic clusters), keyed like ``recipes.LITERATURE_ENERGY_PER_SITE``:
-# (lattice.name, "heisenberg", J2) -> energy per site. Entries up to 20 sites were
-# computed by :func:`ground_state_energy` (total_sz "auto": 0, or 1/2 on 9 sites) and are
-# checked by tests/test_lattices_2d.py; "triangular:6x6" is a literature value of the
+# (lattice.name, "heisenberg", J2) -> energy per site. Entries up to 24 sites were
+# computed by :func:`ground_state_energy` (total_sz "auto": 0, or 1/2 on 9 sites); those
+# up to 16 sites are checked by tests/test_lattices_2d.py; "triangular:6x6" is a literature value of the
 # same cluster (the 36-site torus spanned by 6 a_1 and 6 a_2, full C6v symmetry:
 # Leung and Runge, PRB 47, 5861 (1993); Bernu, Lecheminant, Lhuillier and Pierre, PRB 50,
 # 10048 (1994)). The 36-site kagome value -0.43837653 (Lauchli, Sudan and Sorensen, PRB
@@ -59,6 +59,7 @@ REFERENCE_ENERGY_PER_SITE = {
     ("honeycomb:2x4", "heisenberg", 0.0): -0.5699726305,
     ("honeycomb:3x3", "heisenberg", 0.0): -0.5609536576,
     ("honeycomb:5x2", "heisenberg", 0.0): -0.5667164098,
+    ("honeycomb:4x3", "heisenberg", 0.0): -0.5556846899,  # 24 sites, E = -13.33643256 (ED here, ~5 min)
     ("kagome:2x2", "heisenberg", 0.0): -0.4537396014,  # E = -5.44487522, as Lauchli et al. (2011)
     ("kagome:3x2", "heisenberg", 0.0): -0.4471261541,
     ("kagome:2x3", "heisenberg", 0.0): -0.4471261541,
