@@ -24,8 +24,15 @@ under composition and ``characters`` is a 1-D representation. Violations raise
 Momentum. ``translations(lattice, momentum=k)`` gives the translation ``T_r``
 (``(T_r s)[x] = s[x + r]``) the character ``chi(T_r) = exp(+i k.r)``, so a state of the
 sector satisfies ``psi(T_r s) = exp(-i k.r) psi(s)``: a single spin flip at ``x`` carries
-the plane wave ``exp(+i k.x)`` (the usual meaning of "momentum k"). ``k`` is in radians
-and must be a multiple of ``2 pi / L`` along every axis.
+the plane wave ``exp(+i k.x)`` (the usual meaning of "momentum k"). Translations move
+whole unit cells (``r`` is the real-space cell displacement ``R = c @ lattice.vectors``
+of the cell offset ``c``; every site keeps its place ``b`` in the cell). ``k`` is a
+Cartesian wave vector (radians per unit length) on the reciprocal lattice of the
+cluster, ``k = sum_d m_d b_d / shape[d]`` (:func:`allowed_momenta`); on chain and square
+lattices that is a multiple of ``2 pi / L`` along every axis.
+
+Point groups of lattices other than the chain and square tables are detected from the
+site positions (:func:`point_group` with ``kind="full"``, :func:`point_group_kind`).
 
 Spin inversion maps the sector of magnetization ``Sz`` to ``-Sz``; it is a symmetry of a
 sector only for ``Sz = 0`` (or in the unconstrained space), so use :func:`spin_inversion`
