@@ -356,7 +356,7 @@ class Lattice:
                     if len(shells) == max_order:
                         break
             # every vector shorter than (M - 1) h lies in the searched range of cells
-            if len(shells) >= max_order and np.sqrt(shells[max_order - 1]) < (M - 1) * h - 2 * np.abs(B).max():
+            if len(shells) >= max_order and np.sqrt(shells[max_order - 1]) < (M - 1) * h - 2 * np.linalg.norm(B, axis=1).max():
                 return np.array(shells[:max_order])
             M *= 2
 
