@@ -87,9 +87,10 @@ def _weights(weights, n_samples: int):
     return w / w.sum()
 
 
-def _log_psi_samples(log_psi, params, samples, log_psi_samples):
+def _log_psi_samples(log_psi, params, samples, log_psi_samples, chunk_size=None, mesh=None):
+    """``log_psi(params, samples)`` (compiled once per wavefunction, chunked), or the given values checked."""
     if log_psi_samples is None:
-        return jnp.asarray(log_psi(params, samples))
+        return _log_psi_fn(log_psi, chunk_size, mesh, tuning.current())(params, samples)
     lp = jnp.asarray(log_psi_samples)
     if lp.shape != (samples.shape[0],):
         raise ValueError(f"log_psi_samples: expected shape ({samples.shape[0]},), got {lp.shape}")
@@ -165,6 +166,13 @@ def _cached(build):
         return cached(*key)
 
     return get
+
+
+@_cached
+def _log_psi_fn(log_psi, chunk_size, mesh, choices):
+    with tuning.using(choices):
+        f = chunk_map(log_psi, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(f)
 
 
 @_cached
@@ -413,7 +421,7 @@ def spin_correlations(
     n = samples.shape[0]
     n_chains = _chains(n_chains, n)
     w = _weights(weights, n)
-    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
     (values,) = _moved_values(log_psi, params, samples, lp, [("pairs", (n_sites,))], chunk_size, mesh)
     return _spin_correlations_of(values, samples, n_chains, w)
 
@@ -686,7 +694,7 @@ def dimer_correlations(
     n = samples.shape[0]
     n_chains = _chains(n_chains, n)
     w = _weights(weights, n)
-    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
     spec, meta = _dimer_spec(lattice, axis)
     (values,) = _moved_values(log_psi, params, samples, lp, [spec], chunk_size, mesh)
     return _dimers_of(values, meta, n_chains, w)
@@ -791,7 +799,7 @@ def measure(
     n = samples.shape[0]
     n_chains = _chains(n_chains, n)
     w = _weights(weights, n)
-    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples)
+    lp = _log_psi_samples(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
     common = dict(n_chains=n_chains, chunk_size=chunk_size, mesh=mesh, weights=weights, log_psi_samples=lp)
     out: dict = {
         "schema": SCHEMA,
