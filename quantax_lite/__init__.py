@@ -17,6 +17,11 @@ The public API, by topic (each lives in a small module of its own):
 - sampling and statistics: :class:`Sampler`, :class:`TransitionRule` (the contracts),
   :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
   :class:`Exchange`, :class:`Mixture`, :func:`statistics`
+- observables: :class:`LocalOperator` and :func:`sx`, :func:`sy`, :func:`sz`, :func:`sp`,
+  :func:`sm`, :func:`spin_dot`, :func:`bond_sum`, :func:`spin_dot_sum`
+  (:mod:`quantax_lite.spin_operators`); :func:`expect`, :func:`spin_correlations`,
+  :func:`structure_factor`, :func:`correlation_vs_distance`, :func:`dimer_correlations`,
+  :func:`measure` (:mod:`quantax_lite.observables`)
 - optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, and
   :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
   not re-exported here, where ``quantax_lite.sr`` is the SR module)
@@ -42,6 +47,10 @@ from .preconditioners import Preconditioner
 from .recipes import LoadedRun, Recipe, build, load_run
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
+from .spin_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
+from .observables import (
+    correlation_vs_distance, dimer_correlations, expect, measure, spin_correlations, structure_factor,
+)
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
 from .symmetry import allowed_momenta, point_group_kind
 from .utils import chunk_map, make_mesh, make_precompile_mesh
@@ -66,6 +75,8 @@ __all__ = [
     "Sampler", "TransitionRule", "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture",
     "per_chain",
     "Stats", "statistics",
+    "LocalOperator", "sx", "sy", "sz", "sp", "sm", "spin_dot", "bond_sum", "spin_dot_sum",
+    "expect", "spin_correlations", "structure_factor", "correlation_vs_distance", "dimer_correlations", "measure",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",
     "Preconditioner", "Recipe", "build",
     "VMC", "VMCState", "ChunkSizes", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
