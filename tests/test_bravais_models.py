@@ -265,3 +265,69 @@ def test_kernel_reach_of_each_lattice():
     assert kernel_reach(Chain(16), 5, 2) == (1.0, 1.0)
     # on a grid 2 cells wide the kernel wraps around: every pair is reached
     assert kernel_reach(Kagome(2, 2), 3) == (1.0, 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- #
+# the recipe and the command's names                                           #
+# --------------------------------------------------------------------------- #
+
+
+def test_lattice_names_read_back():
+    from quantax_lite.recipes import parse_lattice
+
+    for text, lattice in (("triangular:6x6", Triangular(6, 6)), ("honeycomb:3x3", Honeycomb(3, 3)),
+                          ("kagome:2x3", Kagome(2, 3)), (" Kagome : 3 x 2 ", Kagome(3, 2)), ("4x6", Square(4, 6))):
+        assert parse_lattice(text) == lattice and parse_lattice(lattice.name) == lattice
+    for text, message in (("hexagonal:3x3", "cannot read"), ("kagome:3", "cannot read"), ("kagome:0x3", "L1")):
+        with pytest.raises(ValueError, match=f"lattice: .*{message}"):
+            parse_lattice(text)
+
+
+@pytest.mark.parametrize("text, bipartite", [("triangular:3x4", False), ("kagome:2x2", False),
+                                             ("honeycomb:3x2", True)])
+def test_recipe_marshall_sign_only_on_bipartite_lattices_and_the_whole_space_group(text, bipartite):
+    """The default --marshall resolves to off where the lattice is not bipartite (the
+    signed network then), on for the honeycomb (a positive network); symmetry full
+    holds the cell translations and the inversion written here from positions, spin
+    inversion, and maps nearest-neighbour bonds onto themselves."""
+    from quantax_lite import Recipe
+
+    recipe = Recipe(lattice=text, symmetry="full")
+    lattice, ham, group_ = recipe.system()
+    assert ham.marshall_sign is bipartite
+    assert recipe.amplitude_kind(ham) == ("positive" if bipartite else "signed")
+    elements = {(tuple(p), int(f)) for p, f in zip(group_.perms, group_.flips)}
+    for r in itertools.product(*(range(n) for n in lattice.shape)):
+        assert (tuple(cell_translation(lattice, r)), 1) in elements
+    assert (tuple(inversion(lattice)), 1) in elements and (tuple(range(lattice.n_sites)), -1) in elements
+    bonds = {tuple(sorted(b)) for b in lattice.bonds(1).tolist()}
+    for p in group_.perms:
+        assert {tuple(sorted((int(p[i]), int(p[j])))) for i, j in bonds} == bonds
+    assert np.all(group_.characters == 1) and group_.n_elements % (2 * lattice.n_cells) == 0
+
+
+def test_recipe_reference_energies_and_errors_naming_the_option():
+    from quantax_lite import Recipe
+    from quantax_lite.exact import ground_state_energy
+    from quantax_lite.operators import Heisenberg
+
+    recipe = Recipe(lattice="honeycomb:3x2")
+    assert recipe.reference_energy() == pytest.approx(ground_state_energy(Heisenberg(Honeycomb(3, 2))), abs=1e-10)
+    # 36 sites: the literature value of the same cluster, no diagonalization
+    assert Recipe(lattice="triangular:6x6").reference_energy() == pytest.approx(-0.5603734 * 36)
+    assert Recipe(lattice="kagome:4x4").reference_energy() is None
+    with pytest.raises(ValueError, match="symmetry: 'translations' does not fit the lattice triangular:4x3:open"):
+        Recipe(lattice=Triangular(4, 3, pbc=False)).system()
+    with pytest.raises(ValueError, match="lattice: kagome:3x3 has 27 sites"):
+        Recipe(lattice="kagome:3x3")
+
+
+def test_help_names_the_lattices(capsys):
+    from quantax_lite.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in ("triangular:6x6", "honeycomb:3x3", "kagome:2x3"):
+        assert name in text
+    assert "bipartite" in text
