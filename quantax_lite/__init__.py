@@ -39,6 +39,7 @@ from .jacobian import jacobian, make_jacobian
 from .lattice import Chain, Lattice, Square
 from .lattice import Honeycomb, Kagome, Triangular
 from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
+from .models import kernel_reach
 from .operators import (
     BondHamiltonian, Heisenberg, SpinHamiltonian, TransverseFieldIsing, local_energy, make_local_energy,
 )
@@ -71,7 +72,7 @@ __all__ = [
     "SpinHamiltonian", "BondHamiltonian", "Heisenberg", "TransverseFieldIsing", "local_energy",
     "make_local_energy",
     "ground_state", "ground_state_energy", "exact_expectation",
-    "make_conv_nqs", "make_rbm_nqs", "ConvResNet", "Symmetrized", "RBM", "count_params",
+    "make_conv_nqs", "make_rbm_nqs", "ConvResNet", "Symmetrized", "RBM", "count_params", "kernel_reach",
     "Sampler", "TransitionRule", "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture",
     "per_chain",
     "Stats", "statistics",
