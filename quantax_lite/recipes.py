@@ -365,26 +365,30 @@ def physical_basis(log_psi, hamiltonian):
     """
     if not getattr(hamiltonian, "marshall_sign", False):
         return log_psi, hamiltonian
-    try:  # one function per wavefunction and Hamiltonian: compiled programs of it are reused
-        return _physical_basis(log_psi, hamiltonian)
-    except TypeError:  # unhashable
-        return _physical_basis.__wrapped__(log_psi, hamiltonian)
+    import numpy as np
+
+    sub = tuple(int(i) for i in np.nonzero(np.asarray(hamiltonian.lattice.sublattice) == 1)[0])
+    try:  # one function per wavefunction and sublattice: its compiled programs are reused
+        plain = _unrotated(log_psi, sub)
+    except TypeError:  # an unhashable log_psi
+        plain = _unrotated.__wrapped__(log_psi, sub)
+    return plain, dataclasses.replace(hamiltonian, marshall_sign=False)
 
 
 @functools.lru_cache(maxsize=8)
-def _physical_basis(log_psi, hamiltonian):
+def _unrotated(log_psi, sub: tuple):
+    """``log_psi + i pi [prod_{i in sub} s_i = -1]``, jitted."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
-    sub = np.nonzero(np.asarray(hamiltonian.lattice.sublattice) == 1)[0]
+    index = jnp.asarray(sub, jnp.int32)
 
     def plain_log_psi(params, s):
         lp = log_psi(params, s)
-        minus = jnp.prod(jnp.asarray(s)[..., sub].astype(jnp.int32), axis=-1) < 0
+        minus = jnp.prod(jnp.asarray(s)[..., index].astype(jnp.int32), axis=-1) < 0
         return lp + jnp.where(minus, 1j * jnp.pi, 0.0).astype(jnp.result_type(lp.dtype, jnp.complex64))
 
-    return jax.jit(plain_log_psi), dataclasses.replace(hamiltonian, marshall_sign=False)
+    return jax.jit(plain_log_psi)
 
 
 class LoadedRun(NamedTuple):
