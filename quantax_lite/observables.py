@@ -64,7 +64,22 @@ def _samples(samples, n_sites: int):
     samples = _check_samples(samples, n_sites)
     if samples.shape[0] < 1:
         raise ValueError(f"samples: expected at least one sample, got shape {tuple(samples.shape)}")
-    return jnp.asarray(samples, jnp.int8)
+    if isinstance(samples, jax.Array):
+        return samples if samples.dtype == jnp.int8 else samples.astype(jnp.int8)
+    return jnp.asarray(np.asarray(samples, np.int8))
+
+
+def _host(x) -> np.ndarray:
+    """A (small) per-sample array as numpy on this process (gathered in a multi-process run)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
+def _samples_host(samples) -> np.ndarray:
+    return _host(samples).astype(np.float64)
 
 
 def _chains(n_chains, n_samples: int) -> int:
@@ -122,17 +137,17 @@ def _all_column_stats(values, n_chains: int, weights):
     """(mean, error, variance, tau, r_hat), each (k,) numpy, of per-sample values (n_samples, k).
 
     The columns are padded to a power of two (at least 8), so that few programs are compiled."""
-    values = jnp.asarray(values)
+    values = _host(values)
     k = values.shape[1]
     if weights is not None:
-        v = np.asarray(values)
+        v = values
         mean = weights @ v
         variance = weights @ np.abs(v - mean) ** 2
         nan = np.full(mean.shape, np.nan)
         return mean, np.zeros(mean.shape), variance, nan, nan
     width = max(8, 1 << max(0, (k - 1).bit_length()))
-    padded = jnp.pad(values, ((0, 0), (0, width - k)))
-    return tuple(np.array(x)[:k] for x in _column_stats(padded, n_chains))
+    padded = np.pad(values, ((0, 0), (0, width - k)))
+    return tuple(np.array(x)[:k] for x in _column_stats(jnp.asarray(padded), n_chains))
 
 
 def _stats_of_columns(values, n_chains: int, weights):
@@ -143,9 +158,9 @@ def _stats_of_columns(values, n_chains: int, weights):
 
 def _stats(values, n_chains: int, weights) -> Stats:
     """Stats of one per-sample series (n_samples,)."""
-    values = jnp.asarray(values)
     if weights is None and jnp.iscomplexobj(values):
         return statistics(per_chain(values, n_chains))
+    values = _host(values)
     mean, error, variance, tau, r_hat = (x[0] for x in _all_column_stats(values[:, None], n_chains, weights))
     return Stats(jnp.asarray(mean), jnp.asarray(error), jnp.asarray(variance), jnp.asarray(tau),
                  jnp.asarray(r_hat), int(values.shape[0]))
@@ -337,7 +352,7 @@ def _moved_values(log_psi, params, samples, lp, specs, chunk_size, mesh) -> list
     specs = tuple(specs)
     chunk = _default_chunk(chunk_size, sum(_spec_moves(s) for s in specs))
     fn = _moved_values_fn(log_psi, specs, chunk, mesh, tuning.current())
-    values = fn(params, samples, lp)
+    values = _host(fn(params, samples, lp))
     out, start = [], 0
     for spec in specs:
         w = _spec_width(spec)
@@ -377,7 +392,8 @@ def _pairs_to_matrix(values: np.ndarray, n: int, diagonal: float) -> np.ndarray:
 
 def sz_correlations(samples, *, n_chains: int | None = None, weights=None) -> tuple[np.ndarray, np.ndarray]:
     """``<S^z_i S^z_j>`` from the samples alone (diagonal): ``(mean (n, n), error (n, n))``."""
-    samples = jnp.asarray(samples)
+    if not hasattr(samples, "shape"):
+        samples = np.asarray(samples)
     if samples.ndim != 2:
         raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
     n_sites = samples.shape[1]
@@ -385,7 +401,7 @@ def sz_correlations(samples, *, n_chains: int | None = None, weights=None) -> tu
     n_chains = _chains(n_chains, samples.shape[0])
     w = _weights(weights, samples.shape[0])
     i, j = np.triu_indices(n_sites, k=1)
-    sf = samples.astype(jnp.result_type(float))
+    sf = _samples_host(samples)
     mean, error, _ = _stats_of_columns(sf[:, i] * sf[:, j] / 4, n_chains, w)
     return _pairs_to_matrix(mean, n_sites, 0.25), _pairs_to_matrix(error, n_sites, 0.0)
 
@@ -411,7 +427,8 @@ def spin_correlations(
     (:func:`quantax_lite.stats.statistics`, tau included). ``pair_values`` holds
     ``n_samples * n (n - 1) / 2`` floats.
     """
-    samples = jnp.asarray(samples) if hasattr(samples, "shape") else jnp.asarray(np.asarray(samples))
+    if not hasattr(samples, "shape"):
+        samples = np.asarray(samples)
     if samples.ndim != 2:
         raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
     n_sites = samples.shape[1]
@@ -447,7 +464,7 @@ def _pair_functional(corr, coefficients: np.ndarray, constant: np.ndarray):
     correlations: ``(mean (K,), error (K,) or None)``; per sample when ``corr`` is a
     :class:`SpinCorrelations`, on the matrix when it is an ``(n, n)`` array."""
     if isinstance(corr, SpinCorrelations):
-        per_sample = jnp.asarray(corr.pair_values) @ jnp.asarray(coefficients, jnp.result_type(float))
+        per_sample = _host(corr.pair_values) @ coefficients
         mean, error, _ = _stats_of_columns(per_sample, corr.n_chains, corr.weights)
         return mean + constant, error
     c = np.asarray(corr, dtype=np.float64)
@@ -719,11 +736,12 @@ def _dimer_spec(lattice: Lattice, axis: int):
 
 def _dimers_of(values, meta, n_chains: int, w) -> DimerCorrelations:
     axis, nb, vecs, dist, counts = meta
-    bond_local = jnp.mean(values[:, :nb], axis=1)
-    plain = values[:, nb:] / jnp.asarray(counts)
+    values = _host(values)
+    bond_local = np.mean(values[:, :nb], axis=1)
+    plain = values[:, nb:] / counts
     mean, error, _ = _stats_of_columns(plain, n_chains, w)
     b = _stats(bond_local, n_chains, w)
-    d_mean = float(jnp.real(b.mean))
+    d_mean = float(b.mean)
     linear = plain - 2.0 * d_mean * bond_local[:, None]
     _, c_error, _ = _stats_of_columns(linear, n_chains, w)
     return DimerCorrelations(axis, vecs, dist, mean, error, mean - d_mean**2, c_error, d_mean,
@@ -733,13 +751,14 @@ def _dimers_of(values, meta, n_chains: int, w) -> DimerCorrelations:
 # ------------------------------------------------------------------------ Sz moments
 def sz_moments(samples, *, n_chains: int | None = None, weights=None) -> tuple[Stats, Stats]:
     """``(<S^z_tot>, <(S^z_tot)^2>)`` with ``S^z_tot = sum_i s_i / 2``, from the samples alone."""
-    samples = jnp.asarray(samples)
+    if not hasattr(samples, "shape"):
+        samples = np.asarray(samples)
     if samples.ndim != 2:
         raise ValueError(f"samples: expected shape (n_samples, n_sites), got {tuple(samples.shape)}")
     samples = _samples(samples, samples.shape[1])
     n_chains = _chains(n_chains, samples.shape[0])
     w = _weights(weights, samples.shape[0])
-    m = jnp.sum(samples.astype(jnp.result_type(float)), axis=1) / 2
+    m = np.sum(_samples_host(samples), axis=1) / 2
     return _stats(m, n_chains, w), _stats(m**2, n_chains, w)
 
 
@@ -829,8 +848,7 @@ def measure(
         metas.append(meta)
     values = _moved_values(log_psi, params, samples, lp, specs, chunk_size, mesh)
     pairs = values[0]
-    real = pairs.dtype
-    sf = samples.astype(real)
+    sf = _samples_host(samples)
     ti, tj = np.triu_indices(n_sites, k=1)
     # every per-sample quantity as a column of one matrix: one statistics pass
     columns, slices = [], {}
@@ -848,18 +866,18 @@ def measure(
     if lattice.n_sublattices == 2:
         tabs.append(("stag", _stag_tables(lattice)))
     for name, (coef, _) in tabs:
-        add(name, pairs @ jnp.asarray(coef, real))
-    m = jnp.sum(sf, axis=1) / 2
-    add("sz", jnp.stack([m, m**2], axis=1))
+        add(name, pairs @ coef)
+    m = np.sum(sf, axis=1) / 2
+    add("sz", np.stack([m, m**2], axis=1))
     dimer_meta = []
     for axis, meta, v in zip(axes, metas, values[1:]):
         nb, counts = meta[1], meta[4]
-        bond_local = jnp.mean(v[:, :nb], axis=1)
-        plain = v[:, nb:] / jnp.asarray(counts)
-        d_mean = float(w @ np.asarray(bond_local)) if w is not None else float(jnp.mean(bond_local))
-        add(f"dimer{axis}", jnp.concatenate([bond_local[:, None], plain, plain - 2.0 * d_mean * bond_local[:, None]], 1))
+        bond_local = np.mean(v[:, :nb], axis=1)
+        plain = v[:, nb:] / counts
+        d_mean = float(w @ bond_local) if w is not None else float(np.mean(bond_local))
+        add(f"dimer{axis}", np.concatenate([bond_local[:, None], plain, plain - 2.0 * d_mean * bond_local[:, None]], 1))
         dimer_meta.append((axis, meta, d_mean, plain.shape[1]))
-    mean, error, _, tau, _ = _all_column_stats(jnp.concatenate(columns, axis=1), n_chains, w)
+    mean, error, _, tau, _ = _all_column_stats(np.concatenate(columns, axis=1), n_chains, w)
     for name, (_, const) in tabs:
         mean[slices[name]] += const
 

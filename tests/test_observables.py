@@ -73,7 +73,7 @@ def random_params(model, n, seed, scale):
     """Initial parameters (one compiled init) plus numpy noise, so that psi is far from uniform."""
     params = jax.jit(model.init)(jax.random.PRNGKey(seed), jnp.ones((1, n), jnp.int8))["params"]
     noise = np.random.default_rng(seed)
-    return jax.tree_util.tree_map(lambda x: x + scale * noise.normal(size=x.shape).astype(x.dtype), params)
+    return jax.tree_util.tree_map(lambda x: np.asarray(x) + scale * noise.normal(size=x.shape).astype(x.dtype), params)
 
 
 def network(kind, lattice, seed):
@@ -119,14 +119,15 @@ def test_every_observable_equals_its_exact_value(lattice, kind, rng):
     corr = dense.corr()
     ham = Heisenberg(lattice)
     with tuning.override(pack_local_energy=False):
-        m = measure(log_psi, params, states, lattice, hamiltonian=ham, weights=w, dimers=lattice.ndim == 2 or n == 6)
+        m = measure(log_psi, params, states, lattice, hamiltonian=ham if n != 9 else None, weights=w, log_psi_samples=lp)
     json.dumps(m, allow_nan=False)
     assert m["schema"] == SCHEMA and m["n_sites"] == n and m["exact"] and m["n_samples"] == 2**n
     np.testing.assert_allclose(m["spin_correlations"]["mean"], corr, atol=1e-10)
     zz = np.array([[np.vdot(dense.Sv["z"][i], dense.Sv["z"][j]).real for j in range(n)] for i in range(n)])
     np.testing.assert_allclose(m["sz_correlations"]["mean"], zz, atol=1e-10)
     e_exact = sum(corr[i, j] for i, j in lattice.bonds(1))
-    assert abs(m["energy"]["mean"] - e_exact) < 1e-10 and abs(m["energy"]["per_site"] - e_exact / n) < 1e-10
+    if n != 9:  # (3x3: the energy is left out, one compilation less)
+        assert abs(m["energy"]["mean"] - e_exact) < 1e-10 and abs(m["energy"]["per_site"] - e_exact / n) < 1e-10
     # S(q) on every lattice momentum, from |sum_i e^{-i q r_i} S_i v|^2 / N
     q = np.asarray(m["structure_factor"]["q"])
     assert len(q) == n and np.allclose(q, lattice_momenta(lattice))
@@ -171,9 +172,9 @@ def test_expect_of_local_operators_and_the_direct_functions(rng):
     ref = 0.3j * dense.S["x"][1] @ dense.S["y"][2] + (1 - 2j) * (dense.S["x"][0] + 1j * dense.S["y"][0]) @ (
         dense.S["x"][3] - 1j * dense.S["y"][3]) + sum(dense.S[a][4] @ dense.S[a][5] for a in "xyz")
     with tuning.override(pack_local_energy=False):
-        st = expect(log_psi, params, states, op, weights=w)
+        st = expect(log_psi, params, states, op, weights=w, log_psi_samples=lp)
     assert abs(complex(st.mean) - dense.ev(ref)) < 1e-10 and float(st.error_of_mean) == 0.0
-    corr = spin_correlations(log_psi, params, states, weights=w)
+    corr = spin_correlations(log_psi, params, states, weights=w, log_psi_samples=lp)
     np.testing.assert_allclose(corr.mean, dense.corr(), atol=1e-10)
     sq = structure_factor(corr, lattice, q=[np.pi, 2 * np.pi / 3])
     assert sq.q.shape == (1, 2) and abs(sq.mean[0] - dense.weighted_square(
@@ -185,7 +186,7 @@ def test_expect_of_local_operators_and_the_direct_functions(rng):
     assert abs(m2 - s_q / n) < 1e-14
     c = correlation_vs_distance(corr, lattice)
     assert c.mean[0] == 0.75 and np.all(c.r[0] == 0)
-    d = dimer_correlations(log_psi, params, states, lattice, 1, weights=w)
+    d = dimer_correlations(log_psi, params, states, lattice, 1, weights=w, log_psi_samples=lp)
     dd, d_mean = dense.dimers(1)
     assert abs(d.bond_mean - d_mean) < 1e-10
     np.testing.assert_allclose(d.mean, [dd[tuple(r)] for r in d.r], atol=1e-10)
@@ -250,6 +251,7 @@ def test_error_bars_cover_the_exact_value_at_the_stated_rate():
     runs, size = 64, 128
     sampler = ExactSampler(log_psi, n)
     samples, lp_s, _ = sampler.sample(sampler.init(jax.random.PRNGKey(3)), params, runs * size)
+    samples, lp_s = np.asarray(samples), np.asarray(lp_s)
     hits = np.zeros((2, 2), int)
     with tuning.override(pack_local_energy=False):
         for k in range(runs):
@@ -264,26 +266,25 @@ def test_error_bars_cover_the_exact_value_at_the_stated_rate():
     # Binomial(64, 0.683): mean 43.7, sd 3.7; Binomial(64, 0.954): mean 61.1, sd 1.7
     assert np.all((30 <= hits[:, 0]) & (hits[:, 0] <= 57)), hits
     assert np.all(hits[:, 1] >= 54), hits
-
-
-def test_monte_carlo_measure_is_json_and_has_errors():
-    lattice = Square(2)
-    log_psi, params = network("rbm-complex", lattice, 11)
-    sampler = ExactSampler(log_psi, 4, n_chains=4)
-    samples, lp, _ = sampler.sample(sampler.init(jax.random.PRNGKey(0)), params, 256)
+    # measure() on Monte Carlo samples: strict JSON with error bars and tau
     with tuning.override(pack_local_energy=False):
-        m = measure(log_psi, params, samples, lattice, hamiltonian=Heisenberg(lattice), n_chains=4,
-                    log_psi_samples=lp)
-    text = json.dumps(m, allow_nan=False)
-    back = json.loads(text)
+        m = measure(log_psi, params, samples[:size], lattice, hamiltonian=ham, n_chains=4, log_psi_samples=lp_s[:size])
+    back = json.loads(json.dumps(m, allow_nan=False))
     assert back["n_chains"] == 4 and not back["exact"] and back["energy"]["tau"] > 0
-    assert back["structure_factor"]["error"][0] >= 0 and back["s_pi_pi"]["error"] > 0
+    assert back["s_pi_pi"]["error"] > 0 and back["s_pi_pi"]["q"] == [np.pi]
+    assert min(back["structure_factor"]["error"]) > 0 and min(back["dimer_correlations"]["x"]["connected_error"]) > 0
     err = np.asarray(back["spin_correlations"]["error"])
-    assert err.shape == (4, 4) and np.all(err[~np.eye(4, dtype=bool)] > 0) and np.all(np.diag(err) == 0)
-    for key in ("energy", "spin_correlations", "correlation_vs_distance", "structure_factor", "s_pi_pi",
-                "staggered_magnetization_sq", "dimer_correlations", "sz_squared", "lattice"):
-        assert key in back
-    assert back["lattice"] == {"shape": [2, 2], "pbc": True, "name": "2x2"}
+    assert err.shape == (n, n) and np.all(err[~np.eye(n, dtype=bool)] > 0) and np.all(np.diag(err) == 0)
+    assert back["lattice"] == {"shape": [6], "pbc": True, "name": "chain:6"}
+    # the same samples through the single-purpose functions: the same numbers
+    with tuning.override(pack_local_energy=False):
+        e = expect(log_psi, params, samples[:size], ham, n_chains=4, log_psi_samples=lp_s[:size])
+    assert abs(back["energy"]["mean"] - float(jnp.real(e.mean))) < 1e-12
+    assert abs(back["energy"]["error"] - float(e.error_of_mean)) < 1e-12
+    corr = spin_correlations(log_psi, params, samples[:size], n_chains=4, log_psi_samples=lp_s[:size])
+    np.testing.assert_allclose(back["spin_correlations"]["error"], corr.error, atol=1e-12)
+    (s, s_err), _ = staggered_magnetization_sq(corr, lattice)
+    assert abs(back["s_pi_pi"]["mean"] - s) < 1e-12 and abs(back["s_pi_pi"]["error"] - s_err) < 1e-12
 
 
 def test_bad_input():
