@@ -15,7 +15,7 @@ from quantax_lite.cli import main
 from quantax_lite.run_folder import list_checkpoints, lock_run_folder
 
 TRAIN = ["train", "--lattice", "chain:8", "--channels", "4", "--depth", "1", "--samples", "64", "--chains", "16",
-         "--iters", "8", "--lr", "0.05", "--eval-samples", "256", "--no-progress", "--seed", "5"]
+         "--iters", "3", "--lr", "0.05", "--eval-samples", "256", "--no-progress", "--seed", "5"]
 
 
 def _strict(path):
@@ -83,6 +83,7 @@ def _structure_factor(c, coords, q):
 
 
 # ---------------------------------------------------------------------------- tests
+@pytest.mark.slow  # the module's one training run (about 40 s of CPU on 8 simulated devices)
 def test_train_measure_writes_strict_observables_and_a_short_table(trained):
     out, table = trained
     obs = _strict(os.path.join(out, "observables.json"))
@@ -100,6 +101,7 @@ def test_train_measure_writes_strict_observables_and_a_short_table(trained):
     assert len(table.strip().splitlines()) == 9
 
 
+@pytest.mark.slow
 def test_measure_agrees_with_the_exact_values_of_the_trained_state(trained, loaded, capsys):
     """S(q), C(r), m^2 and the energy from `measure`'s fresh samples lie within their error
     bars of the exact values of the trained wavefunction (all 2^8 configurations, dense
@@ -238,7 +240,7 @@ def test_load_run_and_params_only_files(trained, loaded, tmp_path):
     out, _ = trained
     assert loaded.recipe == Recipe(lattice="chain:8", channels=4, depth=1, samples=64, chains=16, lr=0.05,
                                    eval_samples=256, seed=5)
-    assert int(loaded.state.iteration) == 8 and loaded.path == list_checkpoints(out)[0]
+    assert int(loaded.state.iteration) == 3 and loaded.path == list_checkpoints(out)[0]
     with np.load(loaded.path) as data:  # the checkpoint's first leaves are the parameters
         leaves = jax.tree_util.tree_leaves(loaded.state.params)
         for i, leaf in enumerate(leaves):
