@@ -308,3 +308,52 @@ def test_bad_input():
         dimer_correlations(log_psi, params, states, lattice, 1)
     with pytest.raises(ValueError, match="hamiltonian: acts on 6 sites"):
         measure(log_psi, params, states, lattice, hamiltonian=Heisenberg(Chain(6)))
+
+
+def test_open_chain_and_honeycomb_against_dense(rng):
+    """Open boundaries (C(r) and dimers over the pairs that exist) and a lattice with a basis
+    (S(q) with real positions on the reciprocal momenta, m^2 with the two sublattices)."""
+    from quantax_lite.lattice import Honeycomb
+    from quantax_lite.symmetry import allowed_momenta
+
+    def log_psi(p, s):
+        x = s.astype(jnp.float64)
+        return x @ p[0] + 1j * (x @ p[1]) + 0.3 * jnp.sum(x * jnp.roll(x, 1, axis=1), axis=1)
+
+    for lattice in (Chain(5, pbc=False), Honeycomb(2, 2)):
+        n = lattice.n_sites
+        params = jnp.asarray(rng.normal(size=(2, n)) * 0.4)
+        states = all_states(n)
+        lp = log_psi_on_states(log_psi, params, states)
+        psi = np.exp(lp - lp.real.max())
+        dense = Dense(lattice, psi)
+        corr = dense.corr()
+        m = measure(log_psi, params, states, lattice, weights=np.abs(psi) ** 2, log_psi_samples=lp)
+        json.dumps(m, allow_nan=False)
+        np.testing.assert_allclose(m["spin_correlations"]["mean"], corr, atol=1e-10)
+        q = np.asarray(m["structure_factor"]["q"])
+        for qk, sq in zip(q, m["structure_factor"]["mean"]):
+            assert abs(sq - dense.weighted_square(np.exp(1j * lattice.positions @ qk)) / n) < 1e-10
+        eps = 1.0 - 2.0 * lattice.sublattice
+        assert abs(m["staggered_magnetization_sq"]["mean"] - dense.weighted_square(eps) / n**2) < 1e-10
+        cr = m["correlation_vs_distance"]
+        d = lattice.displacement(*np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))  # (n, n, ndim)
+        for r, c in zip(cr["r"], cr["mean"]):
+            at = np.all(np.abs(d - np.asarray(r)) < 1e-8, axis=-1)
+            assert at.any() and abs(c - corr[at].mean()) < 1e-10
+        if lattice.ndim == 1:  # open chain: the 4 bonds (i, i + 1) and S(q) on q = 2 pi m / 5
+            assert np.allclose(np.sort(q[:, 0]), np.sort(2 * np.pi * np.array([-2, -1, 0, 1, 2]) / 5))
+            u = [dense.dot_v(i, i + 1) for i in range(n - 1)]
+            got = m["dimer_correlations"]["x"]
+            assert abs(got["bond"]["mean"] - np.mean([np.vdot(dense.v, x).real for x in u])) < 1e-10
+            for r, plain in zip(got["r"], got["mean"]):
+                pairs = [(a, a + r[0]) for a in range(n - 1) if 0 <= a + r[0] < n - 1]
+                assert abs(plain - np.mean([np.vdot(u[a], u[b]).real for a, b in pairs])) < 1e-10
+        else:  # honeycomb: the reciprocal momenta of the cluster; no S(pi, pi), no dimers
+            k = allowed_momenta(lattice)
+            frac = np.linalg.solve(lattice.reciprocal_vectors.T, (q[:, None, :] - k[None]).transpose(2, 0, 1).reshape(2, -1))
+            same = np.all(np.abs(frac - np.round(frac)) < 1e-9, axis=0).reshape(len(q), len(k))
+            assert np.all(same.sum(axis=1) == 1) and np.all(same.sum(axis=0) == 1)
+            assert m["s_pi_pi"]["q"] is None and m["dimer_correlations"] == {}
+            with pytest.raises(ValueError, match="q: momentum"):
+                structure_factor(corr, lattice, q=[0.5, 0.0])
