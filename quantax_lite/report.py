@@ -232,7 +232,8 @@ def plot_structure_factor(path: str, obs: dict, title: str) -> None:
         ax.set_aspect("equal")
     if q.shape[1] == 1 or np.allclose(q[:, 1:], q[:1, 1:]):
         ax.set_title(title)
-    fig.text(0.01, 0.01, "S(q) = (1/N) Σ_ij e^{iq·(r_i−r_j)} ⟨S_i·S_j⟩, spin-1/2 units", fontsize=7, color="0.4")
+    fig.text(0.01, 0.01, "S(q) = (1/N) Σ_ij e^{iq·(r_i−r_j)} ⟨S_i·S_j⟩, spin-1/2 units", fontsize=7,
+             color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
