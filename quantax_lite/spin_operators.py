@@ -348,13 +348,11 @@ def bond_sum(lattice: Lattice, order: int, a_fn: Callable, b_fn: Callable | None
         raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
     b_fn = a_fn if b_fn is None else b_fn
     n = lattice.n_sites
-    total = LocalOperator(n)
-    terms = dict()
+    terms = {}
     for i, j in lattice.bonds(order):
         for k, v in (a_fn(int(i), n) @ b_fn(int(j), n)).terms.items():
             terms[k] = terms.get(k, 0) + v
-    total = LocalOperator(n, terms)
-    return total * coefficient
+    return LocalOperator(n, terms) * coefficient
 
 
 def spin_dot_sum(lattice: Lattice, order: int = 1) -> LocalOperator:
