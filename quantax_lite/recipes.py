@@ -44,6 +44,8 @@ LITERATURE_ENERGY_PER_SITE = {
     ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
 }
 MAX_ED_SITES = 20
+# readout initialization scale of networks for frustrated Heisenberg models (Recipe.init_scale)
+FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer"}
 
@@ -138,7 +140,8 @@ class Recipe:
     norm: str = _field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = _field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
                             "learned sign), complex (free phase); auto: positive where the basis makes the ground "
-                            "state positive (heisenberg with the Marshall sign, tfim), signed otherwise", AMPLITUDES)
+                            "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
+                            "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
     precision: str = _field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
     samples: int = _field(1024, int, "optimization", "samples per step")
     chains: int | None = _field(None, int, "optimization", "Markov chains (default: one per sample, a multiple "
@@ -248,7 +251,22 @@ class Recipe:
             return "positive" if hamiltonian.field >= 0 else "signed"
         if self.hamiltonian == "heisenberg" and hamiltonian.marshall_sign:
             return "positive"
+        if self.init_scale(hamiltonian.lattice, hamiltonian) is not None:
+            # frustrated lattices, from a random start: a free phase went far lower than
+            # the signed network in short runs on 12-site triangular and kagome clusters
+            return "complex"
         return "signed"  # a real Hamiltonian, a sector with characters 1: a real ground state
+
+    def init_scale(self, lattice, hamiltonian) -> float | None:
+        """The network's readout initialization: None (nearly uniform, the library's
+        default) unless a Heisenberg / J1-J2 model without a sign rule lives on a
+        triangular or kagome lattice: there the uniform state of the Sz = 0 sector is
+        in the ferromagnetic multiplet, the highest eigenstate, where the energy
+        gradient vanishes, so the network starts from a random state
+        (:data:`FRUSTRATED_INIT_SCALE`)."""
+        if self.hamiltonian == "tfim" or getattr(hamiltonian, "marshall_sign", False):
+            return None
+        return FRUSTRATED_INIT_SCALE if getattr(lattice, "kind", None) in ("triangular", "kagome") else None
 
     def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
         """The exact energy: a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else
@@ -329,6 +347,7 @@ def build(recipe: Recipe) -> Run:
     model = make_conv_nqs(
         lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
         dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
+        final_scale=recipe.init_scale(lattice, ham),
     )
     k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))

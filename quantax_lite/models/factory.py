@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tuning
+from .._validate import finite_number
 from .conv import ConvResNet
 from .rbm import RBM
 from .symmetrize import Symmetrized, group_table, merge_translation_images
@@ -149,6 +150,7 @@ def make_conv_nqs(
     complex_output: bool = True,
     signed: bool = False,
     norm: str = "none",
+    final_scale: float | None = None,
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -177,6 +179,11 @@ def make_conv_nqs(
         part only: :func:`derivative_form`).
       norm: ``"none"`` (default) or ``"layer"`` (a LayerNorm over the channels before
         every activation; see :class:`ConvResNet`).
+      final_scale: scale of the readout initialization (None: :class:`ConvResNet`'s
+        1e-2, a nearly uniform initial state). A frustrated Heisenberg model without a
+        sign rule needs an order-one value: there the uniform state of the Sz = 0 sector
+        is a member of the ferromagnetic multiplet, the highest eigenstate, where the
+        energy gradient vanishes.
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
@@ -202,6 +209,8 @@ def make_conv_nqs(
             "complex_output: a real (positive) network needs a sector with all characters 1; "
             "use complex_output=True for this symmetry sector"
         )
+    if final_scale is not None:
+        arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
                       complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis, **arch)
     if table is None:
