@@ -187,7 +187,7 @@ def _train(args, recipe, out, config, main) -> dict:
 
     from .memory import MemoryBudgetError
     from .recipes import build
-    from .report import finish_run, format_table, summary_of
+    from .report import finish_run, format_table, summary_of, zero_variance_of_run
     from .report import write_observables
     from .stats import statistics
     from .vmc import Diverged, load_latest_checkpoint, run
@@ -238,6 +238,8 @@ def _train(args, recipe, out, config, main) -> dict:
     elif not summary["diverged"]:
         summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size))
     summary.update(wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
+    if main and not summary["diverged"]:
+        summary["zero_variance_extrapolation"] = zero_variance_of_run(out)
     if main:
         finish_run(out, summary, exact)
     if summary["diverged"]:

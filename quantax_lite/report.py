@@ -6,7 +6,7 @@ import json
 import math
 import os
 
-__all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run", "energy_unit", "running_mean",
+__all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run", "energy_unit", "running_mean", "zero_variance_of_run",
            "plot_structure_factor", "plot_correlations", "write_observables"]
 
 
@@ -58,12 +58,19 @@ def format_table(summary: dict) -> str:
         ("exact energy", fmt(summary["exact_energy"], ".6f")),
         ("relative error", fmt(summary["relative_error"], ".2e")),
         ("V-score", f"{summary['v_score']:.2e}"),
+        ("E(σ²→0) fit", _extrapolation_cell(summary.get("zero_variance_extrapolation"))),
         ("S(π,π), m²", _order_cell(summary)),
         ("time", f"{summary['wall_time_s']:.1f} s ({summary['seconds_per_iteration'] * 1e3:.0f} ms/iteration, "
                  f"{summary['device_count']} device(s), {summary['process_count']} process(es))"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _extrapolation_cell(fit: dict | None) -> str:
+    if not fit:
+        return "n/a"
+    return f"{fit['energy']:.6f} ± {fit['error']:.6f} (extrapolated over {fit['n_points']} steps, not variational)"
 
 
 def energy_unit(hamiltonian: str) -> str:
@@ -162,6 +169,21 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def zero_variance_of_run(out_dir: str, fraction: float = 0.25) -> dict | None:
+    """The zero-variance extrapolation (:mod:`quantax_lite.estimates`) over the last
+    ``fraction`` of the steps in ``out_dir/log.jsonl``, as a JSON-ready dict with
+    ``fraction`` and a ``note``; None when too few steps are usable. An extrapolation,
+    reported beside the variational energy, never as it."""
+    from .estimates import zero_variance_from_log
+    from .run_folder import read_log
+
+    fit = zero_variance_from_log(read_log(os.path.join(out_dir, "log.jsonl")), fraction)
+    if fit is None or not all(math.isfinite(v) for v in (fit.energy, fit.error)):
+        return None
+    return dict(fit.to_dict(), fraction=fraction,
+                note="intercept of E vs variance over the training steps; an extrapolation, not a variational energy")
 
 
 def finish_run(out_dir: str, summary: dict, exact: float | None) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from quantax_lite.report import (
     energy_unit, format_table, plot_correlations, plot_energy, plot_structure_factor, running_mean, write_json,
-    write_observables,
+    write_observables, zero_variance_of_run,
 )
 
 
@@ -68,8 +68,32 @@ def test_table_has_the_order_parameter():
                    staggered_magnetization_sq_error=0.0007, n_observable_samples=512)
     table = format_table(summary)
     assert "3.2512 ± 1.1e-02, 0.20320 ± 7.0e-04 (512 samples)" in table
-    assert len(table.splitlines()) == 9
+    assert len(table.splitlines()) == 10
     assert "n/a" in format_table({**summary, "s_pi_pi": None})
+
+
+def test_zero_variance_extrapolation_of_a_run_folder(tmp_path, rng):
+    """The summary's extrapolation is the line through the last quarter of log.jsonl's
+    steps (null steps skipped), and the table labels it as an extrapolation."""
+    import json
+
+    e0, slope = -8.4579, 0.3
+    variances = np.linspace(2.0, 0.05, 80)
+    records = [{"iteration": k, "energy": e0 + slope * v, "variance": v, "energy_error": 1e-3}
+               for k, v in enumerate(variances)]
+    records[70]["energy"] = None  # a non-finite step is logged as null
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    fit = zero_variance_of_run(str(tmp_path))
+    assert fit["n_points"] == 20 and fit["fraction"] == 0.25  # a quarter of the 79 usable steps
+    assert fit["energy"] == pytest.approx(e0, abs=1e-9) and fit["slope"] == pytest.approx(slope, rel=1e-9)
+    json.dumps(fit, allow_nan=False)
+    summary = dict(hamiltonian="j1j2", lattice="4x4", n_sites=16, n_params=100, energy=-8.45, energy_error=0.01,
+                   energy_per_site=-0.53, exact_energy=None, relative_error=None, v_score=1e-3, wall_time_s=3.0,
+                   seconds_per_iteration=0.01, device_count=1, process_count=1, s_pi_pi=None,
+                   zero_variance_extrapolation=fit)
+    assert f"{e0:.6f} ± " in format_table(summary) and "not variational" in format_table(summary)
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:20]))
+    assert zero_variance_of_run(str(tmp_path)) is None  # 5 steps in the last quarter: too few for a line
 
 
 def _observables(q, mean, error, r, distance, c_mean):
