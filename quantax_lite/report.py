@@ -13,16 +13,10 @@ __all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_ru
 def write_json(path: str, obj: dict) -> None:
     """``obj`` to ``path`` atomically, as strict JSON (no NaN or infinity)."""
     text = json.dumps(obj, indent=2, allow_nan=False)  # raises before anything is written
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from .run_folder import atomic_write
+
+    with atomic_write(path) as fh:
+        fh.write(text)
 
 
 def summary_of(stats, n_sites: int, exact: float | None) -> dict:

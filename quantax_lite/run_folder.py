@@ -32,6 +32,7 @@ __all__ = [
     "read_log",
     "truncate_log",
     "append_log",
+    "atomic_write",
     "RUN_FILES",
 ]
 
@@ -169,13 +170,29 @@ def read_log(path: str | os.PathLike) -> list[dict]:
     return records
 
 
-def _write_lines(path: str, records: list[dict]) -> None:
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w"):
+    """Open ``path.tmp-<pid>`` for writing (``mode`` "w" or "wb"); on leaving the block it
+    is flushed to disk and renamed over ``path``, so ``path`` holds either its old or its
+    whole new content. An exception in the block removes the temporary file and leaves
+    ``path`` untouched."""
+    path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.writelines(json.dumps(r, allow_nan=False) + "\n" for r in records)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_lines(path: str, records: list[dict]) -> None:
+    lines = [json.dumps(r, allow_nan=False) + "\n" for r in records]
+    with atomic_write(path) as fh:
+        fh.writelines(lines)
 
 
 def truncate_log(path: str | os.PathLike, iteration: int) -> None:

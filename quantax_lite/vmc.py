@@ -425,14 +425,10 @@ def save_checkpoint(path: str | os.PathLike, state: VMCState, metadata: dict | N
     if jax.process_index() != 0:
         return
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
     arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)}
     arrays["metadata"] = np.frombuffer(json.dumps(metadata or {}).encode(), dtype=np.uint8)
-    with open(tmp, "wb") as fh:
+    with run_folder.atomic_write(path, "wb") as fh:
         np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 # What reading a damaged checkpoint raises: a truncated or overwritten zip archive, or

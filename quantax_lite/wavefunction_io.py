@@ -20,6 +20,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from .run_folder import atomic_write
+
 __all__ = ["save_params", "load_params"]
 
 _META = "__metadata__"
@@ -69,16 +71,8 @@ def save_params(path: str | os.PathLike, params: Any, metadata: dict | None = No
     except (TypeError, ValueError) as err:
         raise ValueError(f"metadata: must be strict JSON (no NaN or infinity): {err}") from None
     arrays[_META] = np.frombuffer(text.encode(), dtype=np.uint8)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_write(path, "wb") as fh:
+        np.savez(fh, **arrays)
 
 
 def _nest(flat: dict[str, np.ndarray]) -> dict:

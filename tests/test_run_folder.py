@@ -71,3 +71,18 @@ def test_the_lock_excludes_a_second_owner_and_dies_with_its_process(tmp_path):
             pass
     with rf.lock_run_folder(out):  # a clean exit leaves nothing to take over
         pass
+
+
+def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
+    from quantax_lite.run_folder import atomic_write
+
+    path = tmp_path / "summary.json"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(path) as fh:
+            fh.write("half of the new")
+            raise RuntimeError("killed mid-write")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["summary.json"]
+    with atomic_write(path, "wb") as fh:
+        fh.write(b"new")
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["summary.json"]
