@@ -53,6 +53,9 @@ def test_short_training_reaches_exact_energy(tmp_path, capsys):
     assert os.path.getsize(os.path.join(out, "energy.png")) > 1000
     table = capsys.readouterr().out
     assert "relative error" in table and "V-score" in table
+    zv = summary["zero_variance_extrapolation"]  # the last quarter of the 60 steps, labelled as a fit
+    assert zv["n_points"] == 15 and zv["fraction"] == 0.25 and "E(σ²→0) fit" in table
+    assert f"{zv['energy']:.6f}" in table and "not variational" in table
 
 
 def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
