@@ -30,8 +30,10 @@ __all__ = ["Tuning", "current", "override", "using", "conv_form", "CONV_FORMS"]
 # "lax": lax.conv_general_dilated, its own derivatives;
 # "lax_patch": lax.conv_general_dilated, kernel derivatives in the patch form;
 # "lax_gather": lax.conv_general_dilated, all derivatives those of the gather form;
-# "gather": im2col with a neighbour table and one matrix product (the reference form).
-CONV_FORMS = ("dense", "lax", "lax_patch", "lax_gather", "gather")
+# "gather": im2col with a neighbour table and one matrix product (the reference form);
+# "banded": k shifted rows stacked, times one matrix of circulant bands (2-D grids),
+#   kernel derivatives in the patch form.
+CONV_FORMS = ("dense", "lax", "lax_patch", "lax_gather", "gather", "banded")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -122,7 +122,7 @@ def depth0_reference(lattice, params, s):
     return out
 
 
-@pytest.mark.parametrize("form", ["dense", "gather", "lax"])
+@pytest.mark.parametrize("form", ["dense", "gather", "lax", "banded"])
 @pytest.mark.parametrize("name", ["honeycomb", "kagome"])
 def test_sites_of_a_cell_are_the_input_channels(rng, name, form):
     lattice = LATTICES[name]()
@@ -143,7 +143,7 @@ def test_forms_agree_and_trunk_is_equivariant_under_cell_translations(rng, name)
     r = (1, 1)
     shifted = s[:, cell_translation(lattice, r)]
     out = {}
-    for form in ("dense", "gather", "lax_gather"):
+    for form in ("dense", "gather", "lax_gather", "banded"):
         with tuning.override(conv_form=form):
             f = jax.jit(lambda p, x: model.apply(p, x, method=model.features))
             out[form] = (np.asarray(f(params, s)), np.asarray(f(params, shifted)), np.asarray(jax.jit(model.apply)(params, s)))

@@ -25,7 +25,12 @@ precision and backend), among implementations of the same function:
 * ``"lax"``: ``jax.lax.conv_general_dilated`` on the circularly padded maps;
 * ``"lax_patch"``: the same forward pass, kernel derivatives in the patch form;
 * ``"lax_gather"``: the same forward pass, the derivatives of the gather form;
-* ``"gather"``: im2col with a periodic neighbour table and one matrix product.
+* ``"gather"``: im2col with a periodic neighbour table and one matrix product;
+* ``"banded"``: on a 2-D grid, the ``k`` circularly shifted rows of each map stacked
+  side by side, times one ``(k * Ly * c_in, Ly * c_out)`` matrix of circulant bands
+  built from the kernel (:func:`row_band_matrix`): ``Ly / k`` times the multiply-adds
+  of the convolution, in one large matrix product (``N / k**2`` times for ``"dense"``);
+  on a chain it is the dense form.
 
 The forms with a custom JVP take kernel derivatives as the patches (or gathered
 neighbours) of the input contracted with the kernel tangent, so per-sample Jacobians
@@ -306,9 +311,69 @@ def _lax_gather_conv_jvp(shape, k, primals, tangents):
     return _lax_conv(x, kernel, shape, k), _gather_conv(dx, kernel, shape, k) + _gather_conv(x, dkernel, shape, k)
 
 
+@functools.lru_cache(maxsize=None)
+def _row_hits(length: int, kernel_size: int) -> np.ndarray:
+    """``(k, L, L)`` 0/1 float64: ``hits[b, j, i] = 1`` where ``j == (i + b - k // 2) mod L``."""
+    hits = np.zeros((kernel_size, length, length), np.float64)
+    for b in range(kernel_size):
+        np.add.at(hits[b], ((np.arange(length) + b - kernel_size // 2) % length, np.arange(length)), 1.0)
+    hits.setflags(write=False)
+    return hits
+
+
+def row_band_matrix(kernel, length: int, kernel_size: int):
+    """The convolution along the last axis of a 2-D grid as ``k`` circulant bands.
+
+    ``kernel`` ``(k, k, c_in, c_out)`` -> ``(k * L * c_in, L * c_out)``: row
+    ``(a * L + j) * c_in + c``, column ``i * c_out + o`` holds the sum of
+    ``kernel[a, b, c, o]`` over the offsets ``b`` that bring position ``i`` of a row onto
+    position ``j`` (``L`` = ``length``, the last axis). Linear in ``kernel``.
+    """
+    hits = jnp.asarray(_row_hits(length, kernel_size), kernel.dtype)
+    c_in, c_out = kernel.shape[-2:]
+    band = jnp.einsum("bji,abco->ajcio", hits, kernel)
+    return band.reshape(kernel_size * length * c_in, length * c_out)
+
+
+def _banded_forward(x, kernel, shape, k):
+    batch, c_in = x.shape[0], x.shape[-1]
+    lx, ly = shape
+    rows = x.reshape(batch, lx, ly * c_in)
+    padded = jnp.pad(rows, [(0, 0), (k // 2, k - 1 - k // 2), (0, 0)], mode="wrap")
+    stacked = jnp.concatenate([padded[:, a:a + lx] for a in range(k)], axis=-1)  # (B, Lx, k * Ly * C_in)
+    y = stacked.reshape(batch * lx, k * ly * c_in) @ row_band_matrix(kernel, ly, k)
+    return y.reshape(batch, lx, ly, -1)
+
+
+def _banded_conv(x, kernel, shape, k):
+    """The row-banded form on a 2-D grid (see the module docstring), the dense form on a chain."""
+    if len(shape) != 2:
+        return _dense_conv(x, kernel, shape, k)
+    return _banded_conv_2d(x, kernel, tuple(shape), k)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _banded_conv_2d(x, kernel, shape, k):
+    return _banded_forward(x, kernel, shape, k)
+
+
+@_banded_conv_2d.defjvp
+def _banded_conv_jvp(shape, k, primals, tangents):
+    x, kernel = primals
+    dx, dkernel = tangents
+    batch, c_in = x.shape[0], x.shape[-1]
+    y = _banded_conv_2d(x, kernel, shape, k)
+    # kernel derivatives in the patch form: a batched matrix product, no scatter
+    patches = _periodic_patches(x.reshape(batch, -1, c_in), shape, k)  # (B, N, K, C_in)
+    dy = _banded_conv_2d(dx, kernel, shape, k) + jnp.einsum(
+        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
+    ).reshape(y.shape)
+    return y, dy
+
+
 # channels-last implementations: (batch, *shape, c_in) -> (batch, *shape, c_out)
 _CONVS = {"dense": _dense_conv, "lax": _lax_conv, "lax_patch": _lax_patch_conv, "lax_gather": _lax_gather_conv,
-          "gather": _gather_conv}
+          "gather": _gather_conv, "banded": _banded_conv}
 
 
 def _channel_norm(norm: str, dtype, channel_major: bool = False, name: str | None = None):
