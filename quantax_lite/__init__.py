@@ -46,6 +46,7 @@ from .operators import (
 from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
 from .preconditioners import Preconditioner
 from .recipes import LoadedRun, Recipe, build, load_run
+from .recipes import switch_stage
 from .sr import natural_gradient, sr_direction
 from .stats import Stats, statistics
 from .spin_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
@@ -83,4 +84,5 @@ __all__ = [
     "VMC", "VMCState", "ChunkSizes", "run", "Diverged", "energy_estimate", "save_checkpoint", "load_checkpoint",
     "load_latest_checkpoint", "lock_run_folder", "RunFolderBusy",
     "load_run", "LoadedRun", "save_params", "load_params",
+    "switch_stage",
 ]

@@ -190,7 +190,7 @@ def _train(args, recipe, out, config, main) -> dict:
     from .report import finish_run, format_table, summary_of, zero_variance_of_run
     from .report import write_observables
     from .stats import statistics
-    from .vmc import Diverged, load_latest_checkpoint, run
+    from .vmc import Diverged, load_latest_checkpoint
 
     r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
@@ -203,10 +203,9 @@ def _train(args, recipe, out, config, main) -> dict:
                    exact_energy=exact, device_count=jax.device_count(), process_count=jax.process_count(),
                    precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry)
     t0 = time.perf_counter()
+    records = []
     try:
-        state, records = run(r.vmc, state, args.iters, out_dir=out, checkpoint_every=args.checkpoint_every,
-                             keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
-                             metadata={"config": config}, lock=False)
+        r, state = _run_stages(args, recipe, r, state, out, config, main, records, t0)
     except MemoryBudgetError as err:  # chunk_size auto: found when the first step compiles
         raise UsageError(_as_option(str(err))) from None
     except Diverged as err:
@@ -248,6 +247,39 @@ def _train(args, recipe, out, config, main) -> dict:
     if main:
         print(format_table(summary))
     return summary
+
+
+def _run_stages(args, recipe, r, state, out, config, main, records, t0):
+    """Train ``state`` to ``--iters`` through the stages of a staged ``--symmetry``
+    (``translations>full@N``): each stage's run (:func:`~quantax_lite.recipes.build` at its
+    first iteration) from where the state is, the state carried over at a switch
+    (:func:`~quantax_lite.recipes.switch_stage`: same parameters, optimizer state and
+    chains); one log, one series of checkpoints. Appends the log records to ``records``;
+    returns the run of the final iteration's stage and the final state."""
+    from .recipes import build, switch_stage
+    from .vmc import run
+
+    staged = len(recipe.symmetry_stages()) > 1
+    starts = [start for _, start in recipe.symmetry_stages()[1:]]
+    current, first = recipe.symmetry_at(0), True
+    while True:
+        it = int(state.iteration)
+        if staged:
+            if recipe.symmetry_at(it) != current:
+                current = recipe.symmetry_at(it)
+                r = _usage(build, recipe, it)
+                if main and not args.no_progress:
+                    n = getattr(r.model, "n_elements", 1)
+                    print(f"quantax-lite: from step {it}: symmetry {current} ({n} image(s) per configuration), "
+                          "the same parameters", file=sys.stderr, flush=True)
+            state = switch_stage(r, state)  # a checkpoint at a stage's start was written by the stage before
+        if it >= args.iters and not first:  # (a first call with no step left still tidies the log)
+            return r, state
+        end, first = min([s for s in starts if s > it] + [args.iters]), False
+        state, part = run(r.vmc, state, end, out_dir=out, checkpoint_every=args.checkpoint_every,
+                          keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
+                          metadata={"config": config}, lock=False, time_offset=time.perf_counter() - t0)
+        records.extend(part)
 
 
 def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = True):

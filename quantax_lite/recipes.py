@@ -23,12 +23,14 @@ import functools
 import re
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ._validate import finite_number, positive_int
 from .memory import check_memory_budget
 from .lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
-           "recipe_of_run", "physical_basis"]
+           "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage"]
 
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
@@ -47,7 +49,7 @@ MAX_ED_SITES = 20
 # readout initialization scale of networks for frustrated Heisenberg models (Recipe.init_scale)
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
-FIELDS_OF_EARLIER_RUNS = {"norm": "layer"}
+FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -79,6 +81,56 @@ def parse_lattice(text: str) -> Lattice:
 def _choice(value, name, options):
     if value not in options:
         raise ValueError(f"{name}: expected one of {options}, got {value!r}.")
+
+
+def parse_symmetry(text) -> tuple[tuple[str, int], ...]:
+    """The stages of a ``symmetry`` value: ``((group, first iteration), ...)``, the first
+    at iteration 0. ``'full'`` -> ``(('full', 0),)``; ``'translations>full@200'`` ->
+    ``(('translations', 0), ('full', 200))``: the state after N steps, and every step
+    after it, is in the group of ``@N``. Each later group contains the earlier one
+    (none < translations < full) and its N is larger; ``none`` is only a whole run (its
+    network has no projection, so its parameters would not carry over). ``ValueError``
+    naming ``symmetry`` otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"symmetry: expected one of {SYMMETRIES} or stages such as 'translations>full@200', "
+                         f"got {text!r}.")
+    parts = [p.strip() for p in text.split(">")]
+    stages, rank = [], {name: i for i, name in enumerate(SYMMETRIES)}
+    for i, part in enumerate(parts):
+        m = re.fullmatch(r"([a-z]+)(?:\s*@\s*(\S+))?", part)
+        if m is None or m.group(1) not in rank:
+            raise ValueError(f"symmetry: {text!r}: cannot read {part!r}; expected one of {SYMMETRIES}, or stages "
+                             "'translations>full@N' (the full group from step N on).")
+        name, at = m.group(1), m.group(2)
+        if i == 0:
+            if at is not None:
+                raise ValueError(f"symmetry: {text!r}: the first group holds from the start; no '@' on {part!r}.")
+            stages.append((name, 0))
+            continue
+        if at is None or not re.fullmatch(r"\d+", at) or int(at) < 1:
+            raise ValueError(f"symmetry: {text!r}: {part!r} needs the step where it takes over, a positive int "
+                             f"'@N', got {at!r}.")
+        prev, start = stages[-1]
+        if int(at) <= start:
+            raise ValueError(f"symmetry: {text!r}: the stages' steps must increase, got @{at} after @{start}.")
+        if prev == "none":
+            raise ValueError(f"symmetry: {text!r}: 'none' cannot be followed by a group (the projected network's "
+                             "parameters differ from the bare one's); start from 'translations', whose network "
+                             "is the same translation-invariant one.")
+        if rank[name] <= rank[prev]:
+            raise ValueError(f"symmetry: {text!r}: {name!r} is not larger than {prev!r}; each later group must "
+                             f"contain the earlier one and more ({' < '.join(SYMMETRIES)}).")
+        stages.append((name, int(at)))
+    return tuple(stages)
+
+
+def _momentum(text: str):
+    """Command-line form of ``momentum``: 'm1,m2' (or 'm' on a chain) -> a list of ints
+    (checked by the recipe)."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers m1,m2 (k = m1 b1/L1 + m2 b2/L2), got {text!r}") from None
 
 
 def _int_or_auto(text: str):
@@ -127,10 +179,21 @@ class Recipe:
     marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2) where the lattice "
                             "is bipartite (chains and square lattices of even sides, honeycomb); triangular and "
                             "kagome lattices have none, so it is off there")
-    symmetry: str = _field("translations", str, "network", "projection group: translations by whole unit "
-                           "cells; full = translations x the cluster's point group (from its geometry: up to C4v "
-                           "on square, C6v on triangular, honeycomb and kagome clusters) x spin inversion (more "
-                           "accurate, about 16x the cost of translations on a square lattice)", SYMMETRIES)
+    symmetry: str = _field("translations", str, "network", "projection group: none, translations (by whole "
+                           "unit cells) or full = translations x the cluster's point group (from its geometry: up "
+                           "to C4v on square, C6v on triangular, honeycomb and kagome clusters) x spin inversion "
+                           "(more accurate, about 16x the cost of translations on a square lattice); or staged, "
+                           "'translations>full@N': translations for the first N steps, then the full group with "
+                           "the same parameters (symmetry restoration: most of the accuracy of full for a "
+                           "fraction of its cost)")
+    momentum: Any = _field(None, _momentum, "network", "momentum sector 'm1,m2' ('m' on a chain) of the "
+                           "translations: integers m_d, k = sum_d m_d b_d / L_d (b_d the reciprocal vectors, L_d "
+                           "the cells along a_d; symmetry.allowed_momenta); with symmetry full the point group is "
+                           "cut to the little group of k (default: k = 0)")
+    spin_parity: int | None = _field(None, int, "network", "character of the global spin flip, +1 or -1 (a "
+                                     "singlet of N sites has (-1)^(N/2)); adds spin inversion to the "
+                                     "translations (default: +1 with symmetry full, not imposed with "
+                                     "translations)", (1, -1))
     depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size; 4 on "
                                "triangular and kagome)")
     channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size; 16 on "
@@ -169,7 +232,7 @@ class Recipe:
 
     def __post_init__(self):
         _choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
-        _choice(self.symmetry, "symmetry", SYMMETRIES)
+        parse_symmetry(self.symmetry)
         _choice(self.amplitude, "amplitude", AMPLITUDES)
         _choice(self.precision, "precision", PRECISIONS)
         _choice(self.norm, "norm", NORMS)
@@ -203,6 +266,7 @@ class Recipe:
         if not (finite_number(self.sr_momentum, "sr_momentum") >= 0 and self.sr_momentum < 1):
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
         lattice = parse_lattice(self.lattice)
+        self._check_sector(lattice)
         if self.hamiltonian != "tfim" and lattice.n_sites % 2:
             raise ValueError(
                 f"lattice: {lattice.name} has {lattice.n_sites} sites; the {self.hamiltonian} model is "
@@ -215,6 +279,55 @@ class Recipe:
                 "estimate is drawn in blocks of one step's samples."
             )
 
+    def _check_sector(self, lattice) -> None:
+        """Validate (and normalize to a tuple) ``momentum``, ``spin_parity``; ``amplitude``
+        'positive' only in the sector of characters 1."""
+        m = self.momentum
+        if isinstance(m, str):
+            try:
+                m = _momentum(m)
+            except argparse.ArgumentTypeError as err:
+                raise ValueError(f"momentum: {err}") from None
+        if m is not None:
+            if isinstance(m, (int, np.integer)) and not isinstance(m, bool):
+                m = (m,)
+            m = tuple(m) if isinstance(m, (list, tuple, np.ndarray)) else m
+            if (not isinstance(m, tuple) or len(m) != lattice.ndim
+                    or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in m)):
+                raise ValueError(f"momentum: expected {lattice.ndim} integer(s) m_d (k = sum_d m_d b_d / L_d, on "
+                                 f"the reciprocal lattice of {lattice.name}), got {self.momentum!r}.")
+            m = tuple(int(x) for x in m)
+            object.__setattr__(self, "momentum", m)
+        groups = set(re.findall(r"[a-z]+", str(self.symmetry)))
+        if self.sector_momentum(lattice) is not None:
+            if "none" in groups:
+                raise ValueError(f"momentum: {m} needs a group with translations; symmetry is {self.symmetry!r}.")
+            if not lattice.pbc:
+                raise ValueError(f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
+                                 f"sector; got {m}.")
+        if self.spin_parity is not None:
+            if isinstance(self.spin_parity, bool) or self.spin_parity not in (1, -1):
+                raise ValueError(f"spin_parity: expected +1 or -1, got {self.spin_parity!r}.")
+            if "none" in groups:
+                raise ValueError(f"spin_parity: {self.spin_parity} needs a group; symmetry is {self.symmetry!r} "
+                                 "(translations adds spin inversion with this character).")
+        if self.amplitude == "positive" and not self.trivial_sector(lattice):
+            raise ValueError(f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
+                             f"momentum {m}, spin_parity {self.spin_parity}; use 'complex' or 'signed' (or 'auto').")
+
+    def sector_momentum(self, lattice=None):
+        """The Cartesian wave vector ``k = sum_d m_d b_d / L_d`` of ``momentum`` (float64
+        ``(ndim,)``), or None for ``k = 0`` (every ``m_d`` a multiple of ``L_d``)."""
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        if self.momentum is None or not any(int(x) % L for x, L in zip(self.momentum, lattice.shape)):
+            return None
+        m = np.asarray(self.momentum, np.float64) % np.asarray(lattice.shape)
+        return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
+
+    def trivial_sector(self, lattice=None) -> bool:
+        """True when every character of the group is 1 (k = 0, spin parity not -1)."""
+        return self.sector_momentum(lattice) is None and self.spin_parity != -1
+
     # -- the physics ---------------------------------------------------------------
 
     @property
@@ -222,8 +335,20 @@ class Recipe:
         """Fresh samples of the final estimate."""
         return 32 * self.samples if self.eval_samples is None else self.eval_samples
 
-    def system(self):
-        """``(lattice, hamiltonian, symmetry)``; symmetry None for 'none'."""
+    def symmetry_stages(self) -> tuple[tuple[str, int], ...]:
+        """``((group, first iteration), ...)`` of ``symmetry`` (:func:`parse_symmetry`):
+        one stage ``((symmetry, 0),)`` unless it is staged, e.g. 'translations>full@200'."""
+        return parse_symmetry(self.symmetry)
+
+    def symmetry_at(self, iteration: int) -> str:
+        """The group ('none', 'translations' or 'full') of the state after ``iteration``
+        steps, which the next step trains: that of the last stage starting at or before it."""
+        positive_int(iteration, "iteration", minimum=0)
+        return [name for name, start in self.symmetry_stages() if start <= iteration][-1]
+
+    def system(self, iteration: int = 0):
+        """``(lattice, hamiltonian, symmetry)`` of the stage at ``iteration``
+        (:meth:`symmetry_at`); symmetry None for 'none'."""
         from . import symmetry as sym
         from .operators import Heisenberg, TransverseFieldIsing
 
@@ -234,17 +359,21 @@ class Recipe:
         else:
             j2 = (0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
             ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=lattice.is_bipartite and self.marshall)
+        stage = self.symmetry_at(iteration)
         try:
-            group = {"none": lambda: None, "translations": lambda: sym.translations(lattice),
-                     "full": lambda: sym.full_symmetry(lattice)}[self.symmetry]()
+            group = _sector_group(lattice, stage, self.sector_momentum(lattice), self.spin_parity)
         except ValueError as err:
-            raise ValueError(f"symmetry: {self.symmetry!r} does not fit the lattice {lattice.name}: {err}") from None
+            raise ValueError(f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
         return lattice, ham, group
 
     def amplitude_kind(self, hamiltonian) -> str:
         """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
         if self.amplitude != "auto":
             return self.amplitude
+        if not self.trivial_sector(hamiltonian.lattice):
+            # characters other than 1: no positive wavefunction; a free phase (complex
+            # characters need one anyway)
+            return "complex"
         if self.hamiltonian == "tfim":
             # -h sx: non-positive off-diagonal elements (a positive ground state) for a field
             # >= 0, which the sign-rule basis gives for any h
@@ -272,7 +401,14 @@ class Recipe:
         """The exact energy: a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else
         sparse diagonalization up to 20 sites, else a value of
         ``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (e.g. the 36-site triangular
-        cluster), else None."""
+        cluster), else None.
+
+        The diagonalization is in the symmetry sector the network is projected on (the
+        group of ``symmetry``, ``momentum`` and ``spin_parity``; of the last stage of a
+        staged ``symmetry``): the lowest energy that network can reach, which is above the
+        global ground state where that lies in another sector (e.g. kagome 2x3 at k = 0,
+        or symmetry full with characters 1 on kagome 2x2). The tabulated values (above 20
+        sites) are global ground states."""
         from . import exact
 
         if lattice is None or hamiltonian is None:
@@ -281,7 +417,10 @@ class Recipe:
         if key in LITERATURE_ENERGY_PER_SITE:
             return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
         if lattice.n_sites <= MAX_ED_SITES:
-            return float(exact.ground_state_energy(hamiltonian))
+            stages = self.symmetry_stages() if hasattr(self, "symmetry_stages") else ((self.symmetry, 0),)
+            name = stages[-1][0]
+            group = _sector_group(lattice, name, self.sector_momentum(lattice), self.spin_parity)
+            return float(exact.ground_state_energy(hamiltonian, symmetry=group))
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
         return None if per_site is None else per_site * lattice.n_sites
 
@@ -289,7 +428,31 @@ class Recipe:
         """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint."""
         out = dataclasses.asdict(self)
         out["lattice"] = parse_lattice(self.lattice).name
+        if out["momentum"] is not None:
+            out["momentum"] = list(out["momentum"])
         return out
+
+
+def _sector_group(lattice, name: str, momentum=None, parity: int | None = None):
+    """The group of the symmetry ``name`` ('none', 'translations', 'full') in a sector:
+    ``momentum`` a Cartesian wave vector or None (k = 0); ``parity`` the character of spin
+    inversion, or None (+1 with 'full', no spin inversion with 'translations'). 'full'
+    with ``k != 0`` keeps the little group of ``k`` (:func:`~quantax_lite.symmetry.full_symmetry`).
+    None for 'none' (ValueError naming ``momentum`` / ``spin_parity`` if they are set)."""
+    from . import symmetry as sym
+
+    if name == "none":
+        if momentum is not None:
+            raise ValueError("momentum: symmetry 'none' has no translations, so no momentum sector")
+        if parity is not None:
+            raise ValueError("spin_parity: symmetry 'none' projects on no group")
+        return None
+    if name == "translations":
+        group = sym.translations(lattice, momentum)
+        return group if parity is None else sym.product(group, sym.spin_inversion(lattice, parity))
+    if name == "full":
+        return sym.full_symmetry(lattice, momentum, 1 if parity is None else parity)
+    raise ValueError(f"symmetry: expected one of {SYMMETRIES}, got {name!r}.")
 
 
 class Run(NamedTuple):
@@ -312,18 +475,61 @@ def default_chains(samples: int, n_devices: int) -> int:
     return max(n_devices, samples // n_devices * n_devices)
 
 
-def build(recipe: Recipe) -> Run:
-    """The model, sampler, driver and first state of ``recipe`` on every device.
+def _network(recipe: Recipe, lattice, ham, group, kind: str):
+    """The network of ``recipe`` projected on ``group``, with output ``kind``."""
+    import jax.numpy as jnp
+
+    from .models import make_conv_nqs
+
+    dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
+    return make_conv_nqs(
+        lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
+        dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
+        final_scale=recipe.init_scale(lattice, ham),
+    )
+
+
+def _check_stages(recipe: Recipe) -> None:
+    """Every stage of a staged ``symmetry`` has the same amplitude kind and parameter
+    structure (shapes, dtypes), so its parameters and optimizer state carry over;
+    ``ValueError`` naming ``symmetry`` otherwise."""
+    import jax
+    import jax.numpy as jnp
+
+    shapes = {}
+    for name, start in recipe.symmetry_stages():
+        lattice, ham, group = recipe.system(start)
+        kind = recipe.amplitude_kind(ham)
+        try:
+            model = _network(recipe, lattice, ham, group, kind)
+        except ValueError as err:
+            raise ValueError(f"symmetry: the stage {name!r} of {recipe.symmetry!r} cannot use the {kind} "
+                             f"network of the run: {err}") from None
+        s = jax.ShapeDtypeStruct((1, lattice.n_sites), jnp.int8)
+        params = jax.eval_shape(model.init, jax.random.PRNGKey(0), s)
+        shapes[name] = (kind, jax.tree_util.tree_structure(params),
+                        [(x.shape, x.dtype) for x in jax.tree_util.tree_leaves(params)])
+    first, *rest = shapes.items()
+    for name, found in rest:
+        if found != first[1]:
+            raise ValueError(f"symmetry: {recipe.symmetry!r}: the network of {name!r} has other parameters "
+                             f"(or another amplitude kind) than that of {first[0]!r}, so they cannot carry over.")
+
+
+def build(recipe: Recipe, iteration: int = 0) -> Run:
+    """The model, sampler, driver and first state of ``recipe`` on every device, for the
+    stage of its ``symmetry`` at ``iteration`` (:meth:`Recipe.symmetry_at`; the state is
+    that of iteration 0 whatever the stage: :func:`switch_stage` carries a run's state over).
 
     Raises ``ValueError`` naming ``chains`` when the chains cannot be split over the
-    devices, ``RuntimeError`` when float64 (``jax_enable_x64``, needed by the SR solve)
-    is off.
+    devices, naming ``symmetry`` when the stages' networks differ in their parameters,
+    ``RuntimeError`` when float64 (``jax_enable_x64``, needed by the SR solve) is off.
     """
     import jax
     import jax.numpy as jnp
     import optax
 
-    from .models import count_params, make_conv_nqs
+    from .models import count_params
     from .preconditioners import spring, sr
     from .sampler import Exchange, LocalFlip, MetropolisSampler
     from .vmc import VMC
@@ -341,14 +547,10 @@ def build(recipe: Recipe) -> Run:
     for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
         if n % chains:
             raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
-    lattice, ham, group = recipe.system()
-    kind = recipe.amplitude_kind(ham)
-    dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
-    model = make_conv_nqs(
-        lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
-        dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
-        final_scale=recipe.init_scale(lattice, ham),
-    )
+    if len(recipe.symmetry_stages()) > 1:
+        _check_stages(recipe)
+    lattice, ham, group = recipe.system(iteration)
+    model = _network(recipe, lattice, ham, group, recipe.amplitude_kind(ham))
     k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:
@@ -368,6 +570,39 @@ def build(recipe: Recipe) -> Run:
     vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
+
+
+def switch_stage(run: Run, state, *, thermalize: bool | None = None):
+    """``state`` (a :class:`~quantax_lite.vmc.VMCState` of the same recipe, e.g. of its
+    previous symmetry stage) continued by ``run`` (:func:`build` of the stage to go on in).
+
+    Kept: the parameters, the optimizer state (the learning-rate schedule's step count
+    continues), the preconditioner state, the iteration, the chains' configurations and
+    PRNG key. Recomputed with ``run.model``: what the sampler state caches of the
+    wavefunction (log psi of the chains' configurations). thermalize: run the sampler's
+    thermalization sweeps again before its next samples, so the chains relax to the new
+    ``|psi|^2``; default: when a stage of ``run.recipe`` begins at ``state.iteration`` (the
+    group has just changed). ``ValueError`` naming ``state`` when its parameters do not fit
+    ``run``'s network.
+    """
+    import jax
+
+    def layout(tree):
+        leaves, treedef = jax.tree_util.tree_flatten(tree)
+        return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
+
+    if layout(state.params) != layout(run.state.params):
+        raise ValueError("state: its parameters do not fit the network of the run (another recipe's state?).")
+    chains = state.sampler
+    if dataclasses.is_dataclass(chains) and hasattr(chains, "log_psi"):  # Metropolis chains cache log psi
+        fresh = run.sampler.init(chains.key, state.params, initial_states=chains.states)
+        changes = {"log_psi": fresh.log_psi}
+        if thermalize is None:
+            thermalize = int(state.iteration) in {s for _, s in run.recipe.symmetry_stages() if s > 0}
+        if thermalize and hasattr(chains, "thermalized"):
+            changes["thermalized"] = fresh.thermalized  # False: thermalized again on the next call
+        chains = dataclasses.replace(chains, **changes)
+    return state._replace(sampler=chains)
 
 
 def physical_basis(log_psi, hamiltonian):
@@ -466,10 +701,18 @@ def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
     Needs ``jax_enable_x64`` like :func:`build`. Errors name ``out_dir`` (see
     :func:`recipe_of_run`); a checkpoint that does not fit the rebuilt run (e.g. another
     device count with a chain count that depends on it) raises ``ValueError``.
+    A staged ``symmetry`` (e.g. 'translations>full@200') gives the run of the checkpoint's
+    stage (:meth:`Recipe.symmetry_at` its iteration), its state carried over by
+    :func:`switch_stage`.
     """
     from .vmc import load_latest_checkpoint
 
     recipe = recipe_of_run(out_dir, chunk_size=chunk_size, memory_budget=memory_budget)[0]
     r = build(recipe)
     state, metadata, path = load_latest_checkpoint(out_dir, r.state)  # a damaged one is skipped
+    if len(recipe.symmetry_stages()) > 1:  # every stage has the same state structure
+        iteration = int(state.iteration)
+        if recipe.symmetry_at(iteration) != recipe.symmetry_at(0):
+            r = build(recipe, iteration)
+        state = switch_stage(r, state)
     return LoadedRun(recipe, r, state, metadata, path)

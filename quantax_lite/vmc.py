@@ -598,6 +598,7 @@ def run(
     metadata: dict | None = None,
     overwrite: bool = False,
     lock: bool = True,
+    time_offset: float = 0.0,
 ) -> tuple[VMCState, list[dict]]:
     """Run steps until ``state.iteration == n_iter``.
 
@@ -613,6 +614,8 @@ def run(
       the run (after a checkpoint).
     lock: hold the folder's lock (:func:`quantax_lite.run_folder.lock_run_folder`) while
       running; False when the caller holds it already.
+    time_offset: seconds added to every record's ``wall_time_s`` (e.g. the time the
+      earlier stages of the same run took), so the log's times continue.
 
     A step whose energy, SR direction or parameters are not finite is not taken: the
     run raises :class:`Diverged` (nothing of that step is logged or checkpointed).
@@ -628,7 +631,7 @@ def run(
     held = run_folder.lock_run_folder(out_dir) if writer and lock else contextlib.nullcontext()
     with held:
         return _run(vmc, state, n_iter, out_dir, checkpoint_every, keep_checkpoints, progress,
-                    callbacks, metadata, overwrite, writer)
+                    callbacks, metadata, overwrite, writer, time_offset)
 
 
 def _prepare_folder(out_dir, start: int, overwrite: bool) -> str:
@@ -661,7 +664,8 @@ def clear_run(out_dir: str | os.PathLike) -> None:
             os.remove(path)
 
 
-def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callbacks, metadata, overwrite, writer):
+def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callbacks, metadata, overwrite, writer,
+         time_offset=0.0):
     from tqdm.auto import tqdm
 
     start = int(state.iteration)
@@ -674,7 +678,7 @@ def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callback
     records = []
     bar = tqdm(total=n_iter, initial=start, disable=not progress or jax.process_index() != 0,
                desc="VMC", dynamic_ncols=True)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - time_offset
     blas = limit_blas_threads(vmc._tuning.blas_threads)
     try:
         while int(state.iteration) < n_iter:
