@@ -58,6 +58,7 @@ __all__ = [
     "point_group_kind",
     "spin_inversion",
     "product",
+    "little_group",
     "full_symmetry",
 ]
 
@@ -725,8 +726,47 @@ def product(*groups: Symmetry) -> Symmetry:
     return _from_elements(elements(), n, lattice)
 
 
-def full_symmetry(lattice: Lattice) -> Symmetry:
-    """Translations x point group x spin inversion, all characters 1.
+def little_group(group: Symmetry, sector: Symmetry) -> Symmetry:
+    """The elements of ``group`` that keep the characters of ``sector``: ``g`` with
+    ``chi(g t g^-1) = chi(t)`` for every ``t`` of ``sector`` (usually the translations of
+    a momentum ``k``: the point operations that map ``k`` onto itself modulo the
+    reciprocal lattice, the little group of ``k``), with ``group``'s characters.
+
+    Every conjugate ``g t g^-1`` must be an element of ``sector`` (``group`` normalizes it,
+    as a point group normalizes the translations); ValueError naming ``group`` otherwise.
+    ``product(sector, little_group(group, sector))`` is then a group whose characters
+    form a 1-D representation.
+    """
+    for name, g in (("group", group), ("sector", sector)):
+        if not isinstance(g, Symmetry):
+            raise TypeError(f"{name}: expected a Symmetry, got {type(g).__name__}")
+    if group.n_sites != sector.n_sites:
+        raise ValueError(f"group: acts on {group.n_sites} sites, sector on {sector.n_sites}")
+    index = {_element_key(p, f): t for t, (p, f) in enumerate(zip(sector.perms, sector.flips))}
+    keep = []
+    for g in range(group.n_elements):
+        p, f = group.perms[g], int(group.flips[g])
+        p_inv = np.argsort(p)
+        ok = True
+        for t in range(sector.n_elements):
+            # apply g^-1, then t, then g
+            q, h = _compose(sector.perms[t], int(sector.flips[t]), p_inv, f)
+            q, h = _compose(p, f, q, h)
+            u = index.get(_element_key(q, h))
+            if u is None:
+                raise ValueError(f"group: element {g} does not normalize the sector's group (g t g^-1 of "
+                                 f"element {t} lies outside it)")
+            if abs(sector.characters[u] - sector.characters[t]) > 1e-8:
+                ok = False
+                break
+        if ok:
+            keep.append(g)
+    return _from_elements([(group.perms[g], int(group.flips[g]), group.characters[g]) for g in keep],
+                          group.n_sites, group.lattice)
+
+
+def full_symmetry(lattice: Lattice, momentum=None, spin_parity: int = 1) -> Symmetry:
+    """Translations x point group x spin inversion; all characters 1 by default.
 
     Periodic lattices get all translations, open ones none. The point group is C4v on a
     square lattice, C2v on a rectangle, the reflection on a chain, and the largest point
@@ -734,16 +774,30 @@ def full_symmetry(lattice: Lattice) -> Symmetry:
     C6v on triangular ``L x L``, honeycomb and kagome ``L x L`` clusters). Spin inversion
     makes this group appropriate for the total-Sz = 0 sector only. 4x4: 16 * 8 * 2 = 256
     elements; triangular 6x6: 36 * 12 * 2 = 864.
+
+    momentum: ``None`` (k = 0) or a wave vector as in :func:`translations` (periodic
+    lattices only; ValueError naming ``momentum`` on an open one). For ``k != 0`` the point
+    group is cut to the little group of ``k`` (:func:`little_group`: the operations that
+    map ``k`` onto itself modulo the reciprocal lattice), its characters 1.
+    spin_parity: the character of spin inversion, +1 or -1 (ValueError naming ``spin_parity``).
     """
     lattice = _check_lattice(lattice)
+    if spin_parity not in (1, -1):
+        raise ValueError(f"spin_parity: expected +1 or -1, got {spin_parity!r}")
     parts = []
     if lattice.pbc:
-        parts.append(translations(lattice))
+        parts.append(translations(lattice, momentum))
+    elif momentum is not None and np.any(np.asarray(momentum, dtype=np.float64) != 0):
+        raise ValueError(f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
+                         f"sector; got {momentum!r}")
     if not lattice.is_hypercubic:
-        parts.append(point_group(lattice, "full"))
+        points = point_group(lattice, "full")
     elif lattice.ndim == 2 and lattice.shape[0] != lattice.shape[1]:
-        parts.append(point_group(lattice, "C2v"))
+        points = point_group(lattice, "C2v")
     else:
-        parts.append(point_group(lattice))
-    parts.append(spin_inversion(lattice))
+        points = point_group(lattice)
+    if parts and not parts[0].is_trivial_sector:
+        points = little_group(points, parts[0])
+    parts.append(points)
+    parts.append(spin_inversion(lattice, spin_parity))
     return product(*parts)
