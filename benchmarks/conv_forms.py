@@ -9,7 +9,8 @@ form computes the same function; ``tuning.conv_form`` picks one per size and dty
 these figures. The lax form's float64 Jacobian is skipped above the dense width: XLA:CPU
 lowers its per-sample weight gradient to a grouped convolution that takes tens of seconds.
 
-    python benchmarks/conv_forms.py [--lattices 4 6] [--quick] [--json PATH]
+    python benchmarks/conv_forms.py [--lattices 4 6] [--dtypes float32] [--forms dense banded] [--quick]
+        [--json PATH]
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--jac-samples", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="4x4 only, small batches, 1 repeat")
+    parser.add_argument("--dtypes", nargs="*", choices=("float32", "float64"), default=["float32", "float64"])
+    parser.add_argument("--forms", nargs="*", choices=tuning.CONV_FORMS, default=list(tuning.CONV_FORMS))
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "conv_forms.json"))
     args = parser.parse_args(argv)
     if args.quick:
@@ -59,8 +62,8 @@ def main(argv=None):
     rows = []
     print(f"{'lattice':>7} {'dtype':>7} {'form':>10} {'forward':>10} {'jacobian':>10}  chosen")
     for L in args.lattices:
-        for dtype in (jnp.float32, jnp.float64):
-            for form in tuning.CONV_FORMS:
+        for dtype in (getattr(jnp, name) for name in args.dtypes):
+            for form in args.forms:
                 r = measure(L, dtype, form, args.batch, args.jac_samples, args.repeats, rng)
                 rows.append(r)
                 jac = "skipped" if r["jacobian_s"] is None else f"{r['jacobian_s'] * 1e3:7.1f} ms"

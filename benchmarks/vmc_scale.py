@@ -439,6 +439,8 @@ def parse_args(argv=None):
     p.add_argument("--no-breakdown", action="store_true", help="the fused step only (no separately compiled parts)")
     p.add_argument("--square", type=int, default=None, help="the square matmul of the peak (default 8192 GPU, 2048 CPU)")
     p.add_argument("--quick", action="store_true", help="2x4 and 4x4, heisenberg, translations, 32 samples, 1 repeat")
+    p.add_argument("--conv-form", default="auto", help="the convolution form of every row (tuning.CONV_FORMS; "
+                   "default: the library's choice), to compare forms on the same rows")
     p.add_argument("--json", default=None, help=f"default {os.path.relpath(DEFAULT_JSON)} (full runs only)")
     p.add_argument("--plot", default=None, help=f"default {os.path.relpath(DEFAULT_PLOT)} (full runs only)")
     args = p.parse_args(argv)
@@ -457,11 +459,14 @@ def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     from quantax_lite.utils import limit_blas_threads
 
+    from quantax_lite import tuning
+
     json_path, plot_path = output_paths(args.quick, args.json, args.plot)
     blas = limit_blas_threads()  # as `quantax-lite train` runs
     try:
-        result = run(args.lattices, args.hamiltonians, args.symmetries, args.samples, args.repeats, args.budget_s,
-                     breakdown=not args.no_breakdown, square=args.square, quick=args.quick)
+        with tuning.override(conv_form=args.conv_form):
+            result = run(args.lattices, args.hamiltonians, args.symmetries, args.samples, args.repeats, args.budget_s,
+                         breakdown=not args.no_breakdown, square=args.square, quick=args.quick)
     finally:
         blas.restore_original_limits()
     print()
