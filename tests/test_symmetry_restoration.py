@@ -1,0 +1,216 @@
+"""Symmetry restoration (``--symmetry translations>full@N``): the restored wavefunction is
+the explicit sum over the whole group, the parameters, optimizer state and chains carry
+over and the energy does not rise at the switch (exact sums), a short staged J1-J2 run
+with exact sampling reaches the exact energy, the recipe's checks, and the command: one
+log across the switch and a resume from the switch's checkpoint on the same trajectory."""
+import json
+import os
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from quantax_lite import ExactSampler, Recipe, build, load_run, switch_stage
+from quantax_lite.cli import main
+from quantax_lite.exact import exact_expectation, ground_state_energy
+from quantax_lite.hilbert import all_states
+from quantax_lite.run_folder import list_checkpoints
+from quantax_lite.vmc import VMC, energy_estimate, run
+
+
+def _group(lx: int, ly: int, parity: int, mirrors: bool = True):
+    """Every element of translations (x {x -> -x, y -> -y} if ``mirrors``) x spin inversion
+    of the periodic lx x ly lattice (site x * ly + y; ly = 1: a chain), built here by brute
+    force, and its characters (``parity`` on the elements with a spin flip; with no spin
+    inversion for ``parity`` None): ``(perms (G, N), flips (G,), chars (G,))``."""
+    signs = (1, -1) if mirrors else (1,)
+    perms = {tuple(((sx * x + a) % lx) * ly + (sy * y + b) % ly for x in range(lx) for y in range(ly))
+             for a in range(lx) for b in range(ly) for sx in signs for sy in signs}
+    elements = [(p, f) for p in sorted(perms) for f in ((1,) if parity is None else (1, -1))]
+    flips = np.array([f for _, f in elements])
+    return np.array([p for p, _ in elements]), flips, np.where(flips < 0, parity or 1, 1).astype(complex)
+
+
+def _explicit_sum(log_psi0, states, perms, flips, chars):
+    """``(psi, scale)``: psi(s) = sum_g chi_g psi_0(g s) with (g s)[i] = flips[g] s[perms[g, i]]
+    over every element, and sum_g |psi_0(g s)| (the size of its rounding error)."""
+    images = states[:, perms] * flips[None, :, None]  # (n, G, N)
+    lp0 = np.asarray(log_psi0(images.reshape(-1, states.shape[1]).astype(np.int8)), np.complex128)
+    terms = np.exp(lp0.reshape(len(states), -1))
+    return (terms * chars[None, :]).sum(axis=1), np.abs(terms).sum(axis=1)
+
+
+def _perturbed(params, rng, scale=0.05):
+    """The parameters with random changes of order ``scale`` (a generic, non-uniform psi_0)."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x) + scale * rng.standard_normal(np.shape(x)), params)
+
+
+@pytest.mark.parametrize("lattice, shape, sector", [
+    ("4x2", (4, 2), {}), ("chain:8", (8, 1), {"spin_parity": -1, "amplitude": "complex"}),
+])
+def test_the_restored_wavefunction_is_the_explicit_sum_over_the_full_group(lattice, shape, sector, rng):
+    """The stage-2 model of 'translations>full@N' with random stage-1 parameters is
+    sum_g chi_g psi_0(g s) over every element of translations x point group x spin
+    inversion (the group built here by brute force), in the trivial sector of the 4x2
+    lattice and in spin parity -1 (characters -1) on the 8-site chain, to 1e-10 of the
+    terms' size; the stage-1 model is the same sum over the translations (x spin inversion
+    in the parity sector). (On 4x2 the Sz = 0 states of spin parity -1 and the full group
+    all vanish: no such sector to test there.)"""
+    recipe = Recipe(lattice=lattice, symmetry="translations>full@5", precision="f64", samples=64, channels=4,
+                    **sector)
+    r1, r2 = build(recipe, 4), build(recipe, 5)
+    assert (recipe.symmetry_at(4), recipe.symmetry_at(5)) == ("translations", "full")
+    params = _perturbed(r1.state.params, rng)
+    log_psi0 = lambda s: r2.model.base.apply({"params": params["params"]["base"]}, s)  # noqa: E731
+    states = np.asarray(all_states(8, 0))
+    parity = sector.get("spin_parity")
+    elements = lambda p, f: {(tuple(map(int, x)), int(y)) for x, y in zip(p, f)}  # noqa: E731
+    for r, group in ((r2, _group(*shape, parity or 1)), (r1, _group(*shape, parity, mirrors=False))):
+        perms, flips, chars = group
+        assert elements(r.symmetry.perms, r.symmetry.flips) == elements(perms, flips)
+        want, scale = _explicit_sum(log_psi0, states, perms, flips, chars)
+        got = np.exp(np.asarray(r.model.apply(params, states), np.complex128))
+        assert np.all(np.abs(got - want) <= 1e-10 * scale), np.max(np.abs(got - want) / scale)
+        assert np.sum(np.abs(want) > 1e-3 * scale) >= 16  # not a sector where psi vanishes
+        if r is r2:
+            assert len(perms) == 32 and (parity is None or np.any(chars == -1))  # 8 x 2 mirrors x 2 flips
+            full = got
+    keep = np.abs(got) > 1e-3 * np.abs(got).max()
+    ratio = full[keep] / got[keep]
+    assert np.max(np.abs(ratio / ratio[0] - 1)) > 1e-3  # the restoration changes the state
+
+
+def _count(opt_state) -> list:
+    """The learning-rate schedule's step count(s) in an optax state."""
+    return [int(x) for x in jax.tree_util.tree_leaves(opt_state) if np.ndim(x) == 0 and x.dtype == jnp.int32]
+
+
+def test_switch_keeps_the_state_and_recomputes_the_chains_log_psi(rng):
+    """switch_stage at the stage's first step: the same parameters, optimizer state (its
+    step count), iteration, configurations and key; the chains' cached log psi is the new
+    model's, and they thermalize again (a state already past the start keeps them
+    thermalized); a state of another network is refused naming ``state``."""
+    recipe = Recipe(lattice="4x2", symmetry="translations>full@6", precision="f64", samples=64, chains=64,
+                    channels=2, depth=1, chunk_size=64, seed=int(rng.integers(1000)))
+    r1, r2 = build(recipe), build(recipe, 6)
+    params = _perturbed(r1.state.params, rng)
+    _, _, chains = r1.sampler.sample(r1.state.sampler, params, 64)  # thermalized, log psi of stage 1
+    state1 = r1.state._replace(params=params, sampler=chains, iteration=jnp.asarray(6, jnp.int32))
+    state2 = switch_stage(r2, state1)
+    assert int(state2.iteration) == 6 and state2.opt_state is state1.opt_state
+    assert all(a is b for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(state2.params)))
+    np.testing.assert_array_equal(state2.sampler.states, chains.states)
+    np.testing.assert_array_equal(jax.random.key_data(state2.sampler.key), jax.random.key_data(chains.key))
+    np.testing.assert_allclose(state2.sampler.log_psi, r2.model.apply(params, chains.states), rtol=1e-12)
+    np.testing.assert_allclose(chains.log_psi, r1.model.apply(params, chains.states), rtol=1e-12)
+    assert not np.allclose(state2.sampler.log_psi, chains.log_psi)
+    assert bool(chains.thermalized) and not bool(state2.sampler.thermalized)
+    later = switch_stage(r2, state1._replace(iteration=jnp.asarray(7, jnp.int32)))
+    assert bool(later.sampler.thermalized)
+    with pytest.raises(ValueError, match="^state: "):
+        switch_stage(build(Recipe(lattice="4x2", channels=3, depth=1, samples=64, chains=64, chunk_size=64)),
+                     state1)
+
+
+def test_staged_j1j2_training_with_exact_sampling_reaches_the_exact_energy():
+    """The 8-site J1-J2 chain (J2 = 0.5, exact -3.0) with exact sampling: 20 steps with the
+    translations, then 20 with the full group from the same parameters. At the switch the
+    exactly summed energy of the same parameters does not rise and the schedule's step
+    count goes on; at the end the exact-sampled estimate is within its error bars of the
+    exact energy, the exactly summed one within 2e-3 of it, never below."""
+    recipe = Recipe(lattice="chain:8", hamiltonian="j1j2", symmetry="translations>full@20", precision="f64",
+                    samples=256, chains=8, channels=4, depth=1, lr=0.1, diag_shift=1e-3, chunk_size=256)
+    state = None
+    for start, end in ((0, 20), (20, 40)):
+        r = build(recipe, start)
+        exact = ExactSampler(r.model.apply, 8, total_sz=0, n_chains=8)
+        vmc = VMC(r.hamiltonian, exact, r.vmc.optimizer, recipe.samples, preconditioner=r.vmc.preconditioner,
+                  chunk_size=256)
+        r = r._replace(sampler=exact, vmc=vmc, state=vmc.init(jax.random.PRNGKey(start), r.state.params))
+        if state is None:
+            state = r.state
+        else:  # the switch: the same parameters have no higher energy with the full group
+            state = switch_stage(r, state)
+            assert _count(state.opt_state) == [20]
+            assert exact_expectation(r.hamiltonian, r.model.apply, state.params, total_sz=0) <= e_var + 1e-10
+        state, _ = run(vmc, state, end, progress=False)
+        e_var = exact_expectation(r.hamiltonian, r.model.apply, state.params, total_sz=0)
+    assert _count(state.opt_state) == [40]
+    e0 = ground_state_energy(r.hamiltonian)
+    assert e0 == pytest.approx(-3.0, abs=1e-9)
+    stats, _ = energy_estimate(vmc, state, 4096)
+    e, err = float(stats.mean.real), float(stats.error_of_mean)
+    assert abs(e - e0) < 4 * err, (e, err, e0)
+    assert e0 - 1e-9 < e_var < e0 + 2e-3 * abs(e0), (e_var, e0)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("translations>full", "positive int"), ("translations>full@0", "positive int"),
+    ("translations>full@-3", "positive int"), ("translations>full@x", "positive int"),
+    ("full>translations@5", "not larger"), ("translations>full@5>full@9", "not larger"),
+    ("translations>full@9>full@5", "must increase"), ("translations@5", "from the start"),
+    ("translation>full@5", "cannot read"), ("translations>c4v@5", "cannot read"),
+    ("none>translations@5", "'none' cannot be followed"), ("", "cannot read"),
+])
+def test_bad_stages_are_refused_naming_symmetry(value, message, capsys):
+    with pytest.raises(ValueError, match=r"^symmetry: .*" + message):
+        Recipe(symmetry=value)
+    assert main(["train", "--symmetry", value, "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "--symmetry" in err and message in err and "Traceback" not in err
+
+
+def test_stages_parse_and_hold_from_their_step():
+    r = Recipe(symmetry=" translations > full @ 7 ")
+    assert r.symmetry_stages() == (("translations", 0), ("full", 7))
+    assert [r.symmetry_at(i) for i in (0, 6, 7, 10**6)] == ["translations", "translations", "full", "full"]
+    assert Recipe(symmetry="full").symmetry_stages() == (("full", 0),)
+    assert Recipe(symmetry="none").symmetry_at(5) == "none"
+    with pytest.raises(ValueError, match="iteration"):
+        r.symmetry_at(-1)
+
+
+SMALL = ["train", "--lattice", "chain:8", "--channels", "4", "--depth", "1", "--samples", "64", "--chains", "16",
+         "--seed", "3", "--eval-samples", "64", "--lr", "0.05", "--checkpoint-every", "2",
+         "--chunk-size", "64", "--symmetry", "translations>full@3"]
+
+
+def _log(out):
+    with open(os.path.join(out, "log.jsonl")) as fh:
+        return [json.loads(line) for line in fh]
+
+
+def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(tmp_path, capsys):
+    """6 steps, the full group from step 3: one log of 6 steps with continuous times, the
+    switch announced once; the run folder cut back to its checkpoint at step 3 (written by
+    the translations stage) and resumed gives the same energies, step by step, and the
+    same final estimate; load_run rebuilds the stage of the newest checkpoint."""
+    a = str(tmp_path / "a")
+    assert main(SMALL + ["--iters", "6", "--out", a]) == 0
+    err = capsys.readouterr().err
+    assert err.count("from step 3: symmetry full") == 1, err
+    log = _log(a)
+    assert [x["iteration"] for x in log] == list(range(1, 7))
+    times = [x["wall_time_s"] for x in log]
+    assert times == sorted(times)
+    summary = json.load(open(os.path.join(a, "summary.json")))
+    assert summary["symmetry"] == "translations>full@3" and summary["iterations"] == 6
+    steps = [int(os.path.basename(p)[11:-4]) for p in list_checkpoints(a)]
+    assert 3 in steps and max(steps) == 6
+    b = str(tmp_path / "b")
+    shutil.copytree(a, b)
+    for path in list_checkpoints(b):
+        if int(os.path.basename(path)[11:-4]) > 3:
+            os.remove(path)
+    os.remove(os.path.join(b, "summary.json"))
+    loaded = load_run(b)
+    assert int(loaded.state.iteration) == 3 and loaded.run.model.n_elements == 4  # the full group of chain:8
+    assert not bool(loaded.state.sampler.thermalized)
+    assert main(SMALL + ["--iters", "6", "--out", b, "--resume"]) == 0
+    assert capsys.readouterr().err.count("from step 3: symmetry full") == 1  # resumed in the full stage
+    for x, y in zip(log, _log(b)):
+        assert x["iteration"] == y["iteration"] and x["energy"] == y["energy"] and x["variance"] == y["variance"]
+    assert len(_log(b)) == 6
+    assert json.load(open(os.path.join(b, "summary.json")))["energy"] == summary["energy"]
