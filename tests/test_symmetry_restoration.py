@@ -3,6 +3,7 @@ the explicit sum over the whole group, the parameters, optimizer state and chain
 over and the energy does not rise at the switch (exact sums), a short staged J1-J2 run
 with exact sampling reaches the exact energy, the recipe's checks, and the command: one
 log across the switch and a resume from the switch's checkpoint on the same trajectory."""
+import dataclasses
 import json
 import os
 import shutil
@@ -58,12 +59,12 @@ def test_the_restored_wavefunction_is_the_explicit_sum_over_the_full_group(latti
     terms' size; the stage-1 model is the same sum over the translations (x spin inversion
     in the parity sector). (On 4x2 the Sz = 0 states of spin parity -1 and the full group
     all vanish: no such sector to test there.)"""
-    recipe = Recipe(lattice=lattice, symmetry="translations>full@5", precision="f64", samples=64, channels=4,
-                    **sector)
+    recipe = Recipe(lattice=lattice, symmetry="translations>full@5", precision="f64", samples=64, channels=2,
+                    depth=1, chunk_size=64, **sector)
     r1, r2 = build(recipe, 4), build(recipe, 5)
     assert (recipe.symmetry_at(4), recipe.symmetry_at(5)) == ("translations", "full")
     params = _perturbed(r1.state.params, rng)
-    log_psi0 = lambda s: r2.model.base.apply({"params": params["params"]["base"]}, s)  # noqa: E731
+    log_psi0 = jax.jit(lambda s: r2.model.base.apply({"params": params["params"]["base"]}, s))
     states = np.asarray(all_states(8, 0))
     parity = sector.get("spin_parity")
     elements = lambda p, f: {(tuple(map(int, x)), int(y)) for x, y in zip(p, f)}  # noqa: E731
@@ -71,7 +72,7 @@ def test_the_restored_wavefunction_is_the_explicit_sum_over_the_full_group(latti
         perms, flips, chars = group
         assert elements(r.symmetry.perms, r.symmetry.flips) == elements(perms, flips)
         want, scale = _explicit_sum(log_psi0, states, perms, flips, chars)
-        got = np.exp(np.asarray(r.model.apply(params, states), np.complex128))
+        got = np.exp(np.asarray(jax.jit(r.model.apply)(params, states), np.complex128))
         assert np.all(np.abs(got - want) <= 1e-10 * scale), np.max(np.abs(got - want) / scale)
         assert np.sum(np.abs(want) > 1e-3 * scale) >= 16  # not a sector where psi vanishes
         if r is r2:
@@ -109,11 +110,34 @@ def test_switch_keeps_the_state_and_recomputes_the_chains_log_psi(rng):
     assert bool(chains.thermalized) and not bool(state2.sampler.thermalized)
     later = switch_stage(r2, state1._replace(iteration=jnp.asarray(7, jnp.int32)))
     assert bool(later.sampler.thermalized)
+    fewer = jax.tree_util.tree_map(lambda x: x[..., :1], params)  # another network's parameters
     with pytest.raises(ValueError, match="^state: "):
-        switch_stage(build(Recipe(lattice="4x2", channels=3, depth=1, samples=64, chains=64, chunk_size=64)),
-                     state1)
+        switch_stage(r2, state1._replace(params=fewer))
 
 
+def test_stages_whose_networks_differ_are_refused(monkeypatch):
+    """build checks that every stage's network has the same parameters: one whose full
+    stage would get other parameters (here: a wider network, patched in) is refused,
+    naming ``symmetry``, before anything is compiled."""
+    from quantax_lite import recipes
+
+    network = recipes._network
+
+    def wider_with_the_full_group(recipe, lattice, ham, group, kind):
+        if group is not None and group.n_elements > lattice.n_sites:
+            recipe = dataclasses.replace(recipe, channels=(recipe.channels or 8) + 1)
+        return network(recipe, lattice, ham, group, kind)
+
+    recipe = Recipe(lattice="4x2", symmetry="translations>full@5", channels=2, samples=64)
+    monkeypatch.setattr(recipes, "_network", wider_with_the_full_group)
+    with pytest.raises(ValueError, match=r"^symmetry: 'translations>full@5': the network of 'full'"):
+        build(recipe)
+    with pytest.raises(ValueError, match="^symmetry: "):
+        build(recipe, 5)
+    build(dataclasses.replace(recipe, symmetry="translations"))  # one stage: nothing to compare
+
+
+@pytest.mark.slow
 def test_staged_j1j2_training_with_exact_sampling_reaches_the_exact_energy():
     """The 8-site J1-J2 chain (J2 = 0.5, exact -3.0) with exact sampling: 20 steps with the
     translations, then 20 with the full group from the same parameters. At the switch the
@@ -182,6 +206,7 @@ def _log(out):
         return [json.loads(line) for line in fh]
 
 
+@pytest.mark.slow
 def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(tmp_path, capsys):
     """6 steps, the full group from step 3: one log of 6 steps with continuous times, the
     switch announced once; the run folder cut back to its checkpoint at step 3 (written by
