@@ -407,8 +407,10 @@ class Recipe:
         group of ``symmetry``, ``momentum`` and ``spin_parity``; of the last stage of a
         staged ``symmetry``): the lowest energy that network can reach, which is above the
         global ground state where that lies in another sector (e.g. kagome 2x3 at k = 0,
-        or symmetry full with characters 1 on kagome 2x2). The tabulated values (above 20
-        sites) are global ground states."""
+        or symmetry full with characters 1 on kagome 2x2); a sign-free Hamiltonian (tfim, or
+        Heisenberg with the Marshall sign) in the sector of characters 1 is diagonalized
+        without the group (its positive ground state is in that sector). The tabulated
+        values (above 20 sites) are global ground states."""
         from . import exact
 
         if lattice is None or hamiltonian is None:
@@ -417,9 +419,14 @@ class Recipe:
         if key in LITERATURE_ENERGY_PER_SITE:
             return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
         if lattice.n_sites <= MAX_ED_SITES:
-            stages = self.symmetry_stages() if hasattr(self, "symmetry_stages") else ((self.symmetry, 0),)
-            name = stages[-1][0]
-            group = _sector_group(lattice, name, self.sector_momentum(lattice), self.spin_parity)
+            group = None
+            sign_free = self.hamiltonian == "tfim" or (self.hamiltonian == "heisenberg"
+                                                       and getattr(hamiltonian, "marshall_sign", False))
+            if not (sign_free and self.trivial_sector(lattice)):
+                # (a sign-free Hamiltonian's ground state is positive, so in the trivial sector of
+                # every symmetry: the global ED gives it, without a projector on 2**20 states)
+                stages = self.symmetry_stages() if hasattr(self, "symmetry_stages") else ((self.symmetry, 0),)
+                group = _sector_group(lattice, stages[-1][0], self.sector_momentum(lattice), self.spin_parity)
             return float(exact.ground_state_energy(hamiltonian, symmetry=group))
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
         return None if per_site is None else per_site * lattice.n_sites
