@@ -55,7 +55,7 @@ from .observables import (
 )
 from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
 from .symmetry import allowed_momenta, point_group_kind
-from .symmetry import little_group
+from .symmetry import little_group, rotation_characters
 from .utils import chunk_map, make_mesh, make_precompile_mesh
 from .run_folder import RunFolderBusy, lock_run_folder
 from .wavefunction_io import load_params, save_params
@@ -69,7 +69,7 @@ __all__ = [
     "chunk_map", "make_mesh", "make_precompile_mesh",
     "Lattice", "Chain", "Square",
     "Triangular", "Honeycomb", "Kagome", "allowed_momenta", "point_group_kind",
-    "little_group",
+    "little_group", "rotation_characters",
     "Symmetry", "translations", "point_group", "spin_inversion", "product", "full_symmetry",
     "random_states", "all_states",
     "SpinHamiltonian", "BondHamiltonian", "Heisenberg", "TransverseFieldIsing", "local_energy",

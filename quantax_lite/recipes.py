@@ -49,7 +49,7 @@ MAX_ED_SITES = 20
 # readout initialization scale of networks for frustrated Heisenberg models (Recipe.init_scale)
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
-FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None}
+FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -194,6 +194,11 @@ class Recipe:
                                      "singlet of N sites has (-1)^(N/2)); adds spin inversion to the "
                                      "translations (default: +1 with symmetry full, not imposed with "
                                      "translations)", (1, -1))
+    rotation_parity: int | None = _field(None, int, "network", "with symmetry full: the point group's irrep, "
+                                         "+1 (all characters 1) or -1 (odd under the smallest rotation, each "
+                                         "mirror as its rotation part; the ground states of triangular:4x3, "
+                                         "kagome:2x2 and kagome:2x3 are odd under the rotation by pi) "
+                                         "(default: +1)", (1, -1))
     depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size; 4 on "
                                "triangular and kagome)")
     channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size; 16 on "
@@ -311,9 +316,15 @@ class Recipe:
             if "none" in groups:
                 raise ValueError(f"spin_parity: {self.spin_parity} needs a group; symmetry is {self.symmetry!r} "
                                  "(translations adds spin inversion with this character).")
+        if self.rotation_parity is not None:
+            if isinstance(self.rotation_parity, bool) or self.rotation_parity not in (1, -1):
+                raise ValueError(f"rotation_parity: expected +1 or -1, got {self.rotation_parity!r}.")
+            if "full" not in groups:
+                raise ValueError(f"rotation_parity: {self.rotation_parity} sets the characters of the point group, "
+                                 f"which only symmetry 'full' holds; symmetry is {self.symmetry!r}.")
         if self.amplitude == "positive" and not self.trivial_sector(lattice):
             raise ValueError(f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
-                             f"momentum {m}, spin_parity {self.spin_parity}; use 'complex' or 'signed' (or 'auto').")
+                             f"momentum {m}, spin_parity {self.spin_parity}, rotation_parity {self.rotation_parity}; use 'complex' or 'signed' (or 'auto').")
 
     def sector_momentum(self, lattice=None):
         """The Cartesian wave vector ``k = sum_d m_d b_d / L_d`` of ``momentum`` (float64
@@ -325,8 +336,8 @@ class Recipe:
         return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
 
     def trivial_sector(self, lattice=None) -> bool:
-        """True when every character of the group is 1 (k = 0, spin parity not -1)."""
-        return self.sector_momentum(lattice) is None and self.spin_parity != -1
+        """True when every character of the group is 1 (k = 0, spin and rotation parity not -1)."""
+        return self.sector_momentum(lattice) is None and self.spin_parity != -1 and self.rotation_parity != -1
 
     # -- the physics ---------------------------------------------------------------
 
@@ -361,7 +372,8 @@ class Recipe:
             ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=lattice.is_bipartite and self.marshall)
         stage = self.symmetry_at(iteration)
         try:
-            group = _sector_group(lattice, stage, self.sector_momentum(lattice), self.spin_parity)
+            group = _sector_group(lattice, stage, self.sector_momentum(lattice), self.spin_parity,
+                                  self.rotation_parity)
         except ValueError as err:
             raise ValueError(f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
         return lattice, ham, group
@@ -426,7 +438,8 @@ class Recipe:
                 # (a sign-free Hamiltonian's ground state is positive, so in the trivial sector of
                 # every symmetry: the global ED gives it, without a projector on 2**20 states)
                 stages = self.symmetry_stages() if hasattr(self, "symmetry_stages") else ((self.symmetry, 0),)
-                group = _sector_group(lattice, stages[-1][0], self.sector_momentum(lattice), self.spin_parity)
+                group = _sector_group(lattice, stages[-1][0], self.sector_momentum(lattice), self.spin_parity,
+                                      self.rotation_parity)
             return float(exact.ground_state_energy(hamiltonian, symmetry=group))
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
         return None if per_site is None else per_site * lattice.n_sites
@@ -440,11 +453,13 @@ class Recipe:
         return out
 
 
-def _sector_group(lattice, name: str, momentum=None, parity: int | None = None):
+def _sector_group(lattice, name: str, momentum=None, parity: int | None = None, rotation: int | None = None):
     """The group of the symmetry ``name`` ('none', 'translations', 'full') in a sector:
     ``momentum`` a Cartesian wave vector or None (k = 0); ``parity`` the character of spin
-    inversion, or None (+1 with 'full', no spin inversion with 'translations'). 'full'
-    with ``k != 0`` keeps the little group of ``k`` (:func:`~quantax_lite.symmetry.full_symmetry`).
+    inversion, or None (+1 with 'full', no spin inversion with 'translations'); ``rotation``
+    the point group's irrep with 'full' (:func:`~quantax_lite.symmetry.rotation_characters`;
+    None: +1, ignored by the other groups). 'full' with ``k != 0`` keeps the little group
+    of ``k`` (:func:`~quantax_lite.symmetry.full_symmetry`).
     None for 'none' (ValueError naming ``momentum`` / ``spin_parity`` if they are set)."""
     from . import symmetry as sym
 
@@ -458,7 +473,8 @@ def _sector_group(lattice, name: str, momentum=None, parity: int | None = None):
         group = sym.translations(lattice, momentum)
         return group if parity is None else sym.product(group, sym.spin_inversion(lattice, parity))
     if name == "full":
-        return sym.full_symmetry(lattice, momentum, 1 if parity is None else parity)
+        return sym.full_symmetry(lattice, momentum, 1 if parity is None else parity,
+                                 1 if rotation is None else rotation)
     raise ValueError(f"symmetry: expected one of {SYMMETRIES}, got {name!r}.")
 
 

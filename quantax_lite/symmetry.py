@@ -59,6 +59,7 @@ __all__ = [
     "spin_inversion",
     "product",
     "little_group",
+    "rotation_characters",
     "full_symmetry",
 ]
 
@@ -765,7 +766,44 @@ def little_group(group: Symmetry, sector: Symmetry) -> Symmetry:
                           group.n_sites, group.lattice)
 
 
-def full_symmetry(lattice: Lattice, momentum=None, spin_parity: int = 1) -> Symmetry:
+def rotation_characters(lattice: Lattice, rotation_parity: int = 1) -> np.ndarray:
+    """Characters of the point group of :func:`full_symmetry` (in its element order) in the
+    one-dimensional irrep where the rotation by the smallest angle has the character
+    ``rotation_parity`` (+1 or -1) and every mirror that of its rotation part: ``R^j`` and
+    ``R^j m`` get ``rotation_parity**j``, ``m`` the first mirror (C_nv with even ``n``: an
+    irrep B; C2: odd under the rotation by pi). ``(G,)`` float64; all 1 for ``+1``.
+    ValueError naming ``rotation_parity`` where the group has no rotation (a chain) or
+    only rotations of odd order (C3, C3v: no such irrep)."""
+    lattice = _check_lattice(lattice)
+    if rotation_parity not in (1, -1):
+        raise ValueError(f"rotation_parity: expected +1 or -1, got {rotation_parity!r}")
+    if lattice.ndim == 1 or (lattice.is_hypercubic and lattice.ndim != 2):
+        if rotation_parity == 1:
+            return np.ones(2 if lattice.ndim == 1 else 1)
+        raise ValueError(f"rotation_parity: the lattice {lattice.name} has no point-group rotation")
+    if lattice.is_hypercubic:
+        if lattice.shape[0] != lattice.shape[1]:  # C2v: [e, mx, my, mx my]; my = (mx my) mx
+            powers = np.array([0, 0, 1, 1])
+        else:  # C4v: [e, R, R^2, R^3, m, R m, R^2 m, R^3 m]
+            powers = np.arange(8) % 4
+    else:
+        _, found = max(_detected_operations(lattice), key=lambda c: len(c[1]))
+        labels = list(found)
+        angles = [int(lab[1:]) for lab in labels if lab.startswith("R")]
+        n_rot = len(angles)
+        step = _N_ANGLES // n_rot
+        mirrors = [int(lab[1:]) for lab in labels if lab.startswith("m")]
+        first = mirrors[0] if mirrors else 0
+        # R{k}: rotation by 30 k degrees = R^(k / step); m{k}: axis at 15 k degrees = R^((k - first) / step) m
+        powers = np.array([int(lab[1:]) // step if lab.startswith("R") else (int(lab[1:]) - first) // step
+                           for lab in labels])
+        if rotation_parity == -1 and n_rot % 2:
+            raise ValueError(f"rotation_parity: the point group of {lattice.name} ({point_group_kind(lattice)}) "
+                             "has rotations of odd order only, no irrep odd under them")
+    return np.where(powers % 2 == 1, float(rotation_parity), 1.0)
+
+
+def full_symmetry(lattice: Lattice, momentum=None, spin_parity: int = 1, rotation_parity: int = 1) -> Symmetry:
     """Translations x point group x spin inversion; all characters 1 by default.
 
     Periodic lattices get all translations, open ones none. The point group is C4v on a
@@ -780,6 +818,8 @@ def full_symmetry(lattice: Lattice, momentum=None, spin_parity: int = 1) -> Symm
     group is cut to the little group of ``k`` (:func:`little_group`: the operations that
     map ``k`` onto itself modulo the reciprocal lattice), its characters 1.
     spin_parity: the character of spin inversion, +1 or -1 (ValueError naming ``spin_parity``).
+    rotation_parity: the point group's characters (:func:`rotation_characters`): +1 all 1;
+    -1 the irrep odd under the smallest rotation (restricted to the little group of ``k``).
     """
     lattice = _check_lattice(lattice)
     if spin_parity not in (1, -1):
@@ -790,12 +830,13 @@ def full_symmetry(lattice: Lattice, momentum=None, spin_parity: int = 1) -> Symm
     elif momentum is not None and np.any(np.asarray(momentum, dtype=np.float64) != 0):
         raise ValueError(f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
                          f"sector; got {momentum!r}")
+    chars = rotation_characters(lattice, rotation_parity)
     if not lattice.is_hypercubic:
-        points = point_group(lattice, "full")
+        points = point_group(lattice, "full", characters=chars)
     elif lattice.ndim == 2 and lattice.shape[0] != lattice.shape[1]:
-        points = point_group(lattice, "C2v")
+        points = point_group(lattice, "C2v", characters=chars)
     else:
-        points = point_group(lattice)
+        points = point_group(lattice, characters=chars)
     if parts and not parts[0].is_trivial_sector:
         points = little_group(points, parts[0])
     parts.append(points)

@@ -7,14 +7,14 @@ diagonalization without any symmetry; the variational energy is the exact expect
 of the trained state (a sum over every configuration).
 
 Both 12-site ground states (triangular 4x3 at k = b1/2, kagome 2x2 at k = 0) are odd
-under the rotation by pi of their point group. Projected on that sector, a short run
-from a random start converges (60 steps: relative error about 4e-3); in the sector of the translations alone (10x more
-states) it stalls far above the ground state (kagome 2x2: about -3.7 against -5.445
-after 100 steps), whatever the learning rate (see docs/physics.md).
+under the rotation by pi of their point group. Projected on that sector (the recipe's
+``rotation_parity=-1``), a short run from a random start converges; in the sector of
+the translations alone (about 10x more states) it stalls far above the ground state
+(kagome 2x2: about -3.7 against -5.445 after 100 steps at learning rates 0.02 to 0.3;
+see docs/physics.md).
 """
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import pytest
 
@@ -24,19 +24,15 @@ from quantax_lite.operators import Heisenberg
 from quantax_lite.preconditioners import sr
 from quantax_lite.recipes import _network
 from quantax_lite.sampler import ExactSampler
-from quantax_lite.symmetry import Symmetry, point_group, product, translations
+from quantax_lite.symmetry import point_group, product, rotation_characters, translations
 from quantax_lite.vmc import VMC, run
 
 
 def odd_under_rotation_by_pi(lattice, momentum):
-    """translations(k) x point group, in the irrep where the rotation by 60 j degrees has
-    the character (-1)^j (on C2: the rotation by pi -1), each mirror that of its rotation
-    part (the detected order: rotations by increasing angle, then mirrors R^j m)."""
-    points = point_group(lattice, "full")
-    n_rot = points.n_elements if points.n_elements in (1, 2, 3, 6) else points.n_elements // 2
-    j = np.arange(points.n_elements) % n_rot
-    chars = np.where((j * (6 // n_rot)) % 2 == 1, -1.0, 1.0) if n_rot % 2 == 0 else np.ones(points.n_elements)
-    points = Symmetry(points.perms, points.flips, chars.astype(complex), lattice)
+    """translations(k) x point group in the irrep odd under the smallest rotation
+    (``rotation_characters(lattice, -1)``; the recipe's ``symmetry="full",
+    rotation_parity=-1`` without spin inversion, half the images)."""
+    points = point_group(lattice, "full", characters=rotation_characters(lattice, -1))
     return product(translations(lattice, momentum), points)
 
 

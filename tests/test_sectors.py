@@ -58,6 +58,12 @@ def test_recipe_sector_holds_the_exact_ground_state_of_triangular_4x3():
     # the ground state is odd under the rotation by pi: the full group with characters 1 misses it
     full = Recipe(lattice="triangular:4x3", momentum=(2, 0), symmetry="full")
     assert full.system()[2].n_elements == 4 * 12 and full.reference_energy() > e0 + 1.0
+    odd = Recipe(lattice="triangular:4x3", momentum=(2, 0), symmetry="full", rotation_parity=-1)
+    group = odd.system()[2]
+    assert group.n_elements == 48 and sorted(set(np.round(group.characters.real, 12))) == [-1.0, 1.0]
+    for g in range(group.n_elements):
+        assert np.allclose(act(group, g, psi, states), psi / group.characters[g], atol=1e-9)
+    assert abs(odd.reference_energy() - e0) < 1e-9
 
 
 def test_kagome_2x2_sectors():
@@ -82,6 +88,14 @@ def test_kagome_2x2_sectors():
     e_sym = np.linalg.eigvalsh(Q.T @ H @ Q)[0]
     assert abs(full.reference_energy() - e_sym) < 1e-9 and e_sym > e0 + 0.1
     assert np.linalg.norm(Q.T @ psi) < 1e-8  # the ground state has no component there
+    # rotation_parity -1: the irrep odd under the 60-degree rotation (an irrep B of C6v), which
+    # the exact ground state satisfies element by element
+    odd = Recipe(lattice="kagome:2x2", symmetry="full", rotation_parity=-1)
+    group = odd.system()[2]
+    assert group.n_elements == 96 and not odd.trivial_sector() and odd.amplitude_kind(Heisenberg(Kagome(2))) == "complex"
+    for g in range(group.n_elements):
+        assert np.allclose(act(group, g, psi, states), psi / group.characters[g], atol=1e-9)
+    assert abs(odd.reference_energy() - e0) < 1e-9
 
 
 def test_little_group_sizes_from_rotation_matrices():
@@ -146,10 +160,15 @@ def test_recipe_sector_options_and_errors_naming_the_field():
         (dict(lattice="4x4", spin_parity=-1, symmetry="none"), "spin_parity: -1 needs a group"),
         (dict(lattice="4x4", momentum=(2, 2), amplitude="positive"), "amplitude: 'positive'"),
         (dict(lattice="4x4", spin_parity=-1, amplitude="positive"), "amplitude: 'positive'"),
+        (dict(lattice="4x4", symmetry="full", rotation_parity=-1, amplitude="positive"), "amplitude: 'positive'"),
+        (dict(lattice="4x4", rotation_parity=-1), "rotation_parity: -1 sets the characters of the point group"),
+        (dict(lattice="4x4", symmetry="full", rotation_parity=2), "rotation_parity: expected"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             Recipe(**kwargs)
+    with pytest.raises(ValueError, match="symmetry: 'full' does not fit the lattice chain:8: rotation_parity"):
+        Recipe(lattice="chain:8", symmetry="full", rotation_parity=-1).system()
     # positive is fine in the sector of characters 1, also when spin parity +1 is explicit
     assert Recipe(lattice="4x4", spin_parity=1, momentum=(0, 0), amplitude="positive").amplitude == "positive"
 
@@ -163,9 +182,10 @@ def test_config_round_trip_and_earlier_runs():
     config = json.loads(json.dumps(r.config()))
     assert config["momentum"] == [1, 0] and config["spin_parity"] == -1
     assert Recipe(**config) == r
-    assert FIELDS_OF_EARLIER_RUNS["momentum"] is None and FIELDS_OF_EARLIER_RUNS["spin_parity"] is None
+    names = ("momentum", "spin_parity", "rotation_parity")
+    assert all(FIELDS_OF_EARLIER_RUNS[k] is None for k in names)
     for symmetry, before in (("translations", translations), ("full", full_symmetry)):
-        old = Recipe(lattice="4x4", symmetry=symmetry, **{k: FIELDS_OF_EARLIER_RUNS[k] for k in ("momentum", "spin_parity")})
+        old = Recipe(lattice="4x4", symmetry=symmetry, **{k: FIELDS_OF_EARLIER_RUNS[k] for k in names})
         assert old.system()[2] == before(Square(4)) and old.trivial_sector()
 
 
@@ -173,12 +193,13 @@ def test_command_line_options():
     from quantax_lite.cli import build_parser
 
     parser = build_parser()
-    args = parser.parse_args(["train", "--lattice", "kagome:2x3", "--momentum", "1,0", "--spin-parity", "-1"])
-    assert args.momentum == [1, 0] and args.spin_parity == -1
+    args = parser.parse_args(["train", "--lattice", "kagome:2x3", "--momentum", "1,0", "--spin-parity", "-1",
+                              "--rotation-parity", "-1"])
+    assert args.momentum == [1, 0] and args.spin_parity == -1 and args.rotation_parity == -1
     assert Recipe(lattice=args.lattice, momentum=args.momentum, spin_parity=args.spin_parity).momentum == (1, 0)
     args = parser.parse_args(["train"])
-    assert args.momentum is None and args.spin_parity is None
-    for bad in (["--momentum", "1,x"], ["--spin-parity", "2"]):
+    assert args.momentum is None and args.spin_parity is None and args.rotation_parity is None
+    for bad in (["--momentum", "1,x"], ["--spin-parity", "2"], ["--rotation-parity", "0"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["train", *bad])
 
@@ -193,3 +214,6 @@ def test_kagome_2x3_ground_state_sector():
     recipe = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1)
     assert abs(recipe.reference_energy() - e0) < 1e-7
     assert Recipe(lattice="kagome:2x3", spin_parity=-1).reference_energy() > e0 + 0.03
+    # the full group (C2 little group of b1/2) in the irrep odd under the rotation by pi holds it too
+    full = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1, symmetry="full", rotation_parity=-1)
+    assert abs(full.reference_energy() - e0) < 1e-7
