@@ -60,7 +60,7 @@ class Tuning:
     """
 
     conv_form: str = "auto"
-    dense_conv_max_width: tuple = (("float32", 576), ("float64", 1024))
+    dense_conv_max_width: tuple = (("float32", 512), ("float64", 1024))
     merge_translations: bool = True
     local_energy_rows: int = 8192
     pack_local_energy: bool = True

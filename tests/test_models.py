@@ -282,6 +282,8 @@ def test_conv_form_choice():
     assert tuning.conv_form(16, 8, jnp.float32) == "dense"
     assert tuning.conv_form(64, 16, jnp.float32) == "lax_gather"
     assert tuning.conv_form(64, 16, jnp.float64) == "dense"
+    assert tuning.conv_form(36, 16, jnp.float32) == "lax_gather"  # the default 6x6 network
+    assert tuning.conv_form(36, 16, jnp.float64) == "dense"
     assert tuning.conv_form(100, 16, jnp.float64) == "gather"
     with tuning.override(conv_form="gather"):
         assert tuning.conv_form(16, 8, jnp.float32) == "gather"
