@@ -173,3 +173,30 @@ def test_gpu_suite_quick_end_to_end(tmp_path):
         assert c["memory"]["total"] > 0 and c["memory"]["temp"] >= 0 and positive(c["time_s"])
         assert c["peak_bytes_in_use"] is None
     assert "memory per chunk" in proc.stdout and "GF/s" in proc.stdout
+
+
+# --------------------------------------------------------------------------- #
+# accuracy.py: its rows are valid runs, its convergence curves and plot         #
+# --------------------------------------------------------------------------- #
+
+
+def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_path):
+    from quantax_lite import Recipe, cli
+
+    accuracy = load("accuracy")
+    for name, spec in accuracy.SYSTEMS.items():
+        ns = cli.build_parser().parse_args(["train", *spec["args"]])
+        recipe = Recipe(**{field: getattr(ns, field) for field in cli.RECIPE})  # raises on a bad row
+        assert spec["target"] > 0 and spec.get("minutes", accuracy.DEFAULT_MINUTES) > 0, name
+        if name == "heisenberg_kagome2x3":  # the 18-site ground state's sector (docs/physics.md)
+            assert recipe.momentum in ((1, 0), [1, 0]) and recipe.spin_parity == -1
+    exact = -8.0
+    records = [dict(wall_time_s=float(i), energy=e) for i, e in enumerate([-7.0, float("nan"), -7.9, -8.04])]
+    t, rel = accuracy.convergence(records, exact)
+    np.testing.assert_allclose(t, [0.0, 2.0, 3.0])
+    np.testing.assert_allclose(rel, [1 / 8, 0.1 / 8, 0.04 / 8])
+    row = dict(system="x", target=1e-3, minutes_budget=15, relative_error=5e-3, relative_error_bar=1e-4,
+               wall_time_s=4.0)
+    png = tmp_path / "acc.png"
+    accuracy.plot_convergence([(row, t, rel)], png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
