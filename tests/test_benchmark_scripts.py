@@ -122,6 +122,7 @@ def test_gpu_suite_refuses_without_a_gpu(tmp_path):
     assert not (tmp_path / "suite.json").exists()
 
 
+@pytest.mark.slow
 def test_gpu_suite_quick_end_to_end(tmp_path):
     out = tmp_path / "suite.json"
     proc = script("gpu_suite", "--quick", "--json", str(out))

@@ -58,7 +58,7 @@ def _inputs(rng, batch):
     return jax.tree_util.tree_map(jnp.asarray, (tree, w, z))
 
 
-@pytest.mark.parametrize("batch", BATCHES)
+@pytest.mark.parametrize("batch", [pytest.param(b, marks=pytest.mark.slow) if b >= 1000 else b for b in BATCHES])
 def test_matches_f_on_the_grid(batch, rng):
     args = _inputs(rng, batch)
     # Compiled and eager (op-by-op) evaluation may round differently (fused

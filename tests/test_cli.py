@@ -58,6 +58,7 @@ def test_short_training_reaches_exact_energy(tmp_path, capsys):
     assert f"{zv['energy']:.6f}" in table and "not variational" in table
 
 
+@pytest.mark.slow
 def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
     """J1-J2 picks the signed network (a real Jacobian) and runs with SPRING; the 8-site
     chain at J2 = 0.5 (exact -3.0, the Majumdar-Ghosh point) is reached within 1e-2."""
@@ -75,6 +76,7 @@ def test_j1j2_trains_a_signed_network_with_spring(tmp_path):
     assert summary["energy"] > -3.0 - 4 * summary["energy_error"]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_on_the_same_trajectory(tmp_path, capsys):
     """SIGKILL a training process after its second checkpoint, damage the newest checkpoint
     and tear the log's last line, resume it, and compare with an uninterrupted run: the
@@ -222,6 +224,7 @@ def _hold_lock(out):
     return proc
 
 
+@pytest.mark.slow
 def test_one_run_owns_its_folder_and_a_dead_owner_is_replaced(tmp_path, capsys):
     """While a live process holds --out, another train is refused (exit 2, no file touched);
     once it is killed (before its first checkpoint: a log, no checkpoint), --resume says to
@@ -267,6 +270,7 @@ def test_a_lone_process_gives_up_with_a_clear_error(tmp_path):
     assert "Traceback" not in r.stderr and "Check failure" not in r.stderr
 
 
+@pytest.mark.slow
 def test_tfim_with_a_negative_field_is_trained_in_a_sign_free_basis(tmp_path):
     """-h sx with h < 0 has positive off-diagonal elements: its ground state has amplitudes
     of both signs (exact diagonalization), which a positive network cannot represent. The
@@ -320,6 +324,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path):
     """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices."""
     args = ["-m", "quantax_lite", "train", "--lattice", "chain:6", "--channels", "4", "--depth", "1",

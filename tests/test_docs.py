@@ -9,7 +9,9 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 PAGES = [p for p in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"] if BLOCK.search(p.read_text())]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+# quickstart.md trains and resumes runs: slow
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p.name == "quickstart.md" else p
+                                  for p in PAGES], ids=lambda p: p.name)
 def test_code_blocks_run(page, tmp_path, monkeypatch):
     blocks = BLOCK.findall(page.read_text())
     monkeypatch.chdir(tmp_path)  # files a page writes land in a temporary folder

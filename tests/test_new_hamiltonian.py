@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from quantax_lite import ExactSampler, jacobian, make_rbm_nqs, statistics, tuning
 from quantax_lite.exact import exact_expectation, ground_state_energy
@@ -104,6 +105,7 @@ def test_the_new_hamiltonian_matches_dense_exact_diagonalization():
         np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_the_new_hamiltonian_trains_to_its_ground_state():
     """An RBM with exact sampling in the Sz = 0 sector, SR directions and plain SGD."""
     n, ham = 6, StaggeredXXZ(6, delta=0.5, h=0.4)

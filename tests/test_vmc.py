@@ -44,6 +44,7 @@ def _setup(seed=0, n_samples=64, sr_momentum=0.0):
     return vmc, vmc.init(jax.random.PRNGKey(seed + 1), params), ham
 
 
+@pytest.mark.slow
 def test_steps_lower_the_energy_towards_exact():
     vmc, state, ham = _setup()
     state, records = run(vmc, state, 20, progress=False)
@@ -194,6 +195,7 @@ def _strict_json_lines(path):
     return [json.loads(line, parse_constant=refuse) for line in open(path)]
 
 
+@pytest.mark.slow
 def test_a_diverging_run_stops_and_keeps_its_good_checkpoints(tmp_path):
     """Parameters that go non-finite at step 3 are not taken: the run raises Diverged
     naming the step and the quantity, the log holds the two good steps as strict JSON,
@@ -262,6 +264,7 @@ def test_a_fresh_run_does_not_overwrite_another_runs_log(tmp_path):
     assert sorted(n for n in os.listdir(out) if n.startswith("checkpoint")) == ["checkpoint-00000001.npz"]
 
 
+@pytest.mark.slow
 def test_the_driver_runs_on_the_samplers_mesh():
     """A sampler on 4 of the 8 devices: local energies, Jacobian and SR use its mesh."""
     from quantax_lite.utils import make_mesh
@@ -281,6 +284,7 @@ def test_the_driver_runs_on_the_samplers_mesh():
         VMC(ham, sampler, optax.sgd(0.05), 64, mesh=make_mesh())
 
 
+@pytest.mark.slow
 def test_the_driver_trains_with_exact_sampling():
     """The exact sampler meets the Sampler contract: the driver trains with it (6-site
     chain, every configuration of Sz = 0 enumerated) to the exact energy."""
