@@ -283,18 +283,22 @@ def _lax_patch_conv(x, kernel, shape, k):
     return _lax_conv(x, kernel, shape, k)
 
 
+def _patch_kernel_tangent(x, dkernel, shape, k):
+    """The convolution of channels-last maps ``x`` ``(B, *shape, C_in)`` with the kernel
+    tangent ``dkernel``, in the patch form (the patches of ``x`` times ``dkernel``: a batched
+    matrix product, no scatter in its transpose) -> ``(B, *shape, C_out)``."""
+    batch, c_in = x.shape[0], x.shape[-1]
+    patches = _periodic_patches(x.reshape(batch, -1, c_in), shape, k)  # (B, N, K, C_in)
+    dy = jnp.einsum("bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], c_in, dkernel.shape[-1]))
+    return dy.reshape(batch, *shape, -1)
+
+
 @_lax_patch_conv.defjvp
 def _lax_patch_conv_jvp(shape, k, primals, tangents):
     x, kernel = primals
     dx, dkernel = tangents
-    batch, c_in = x.shape[0], x.shape[-1]
-    n_sites = int(np.prod(shape))
     y = _lax_conv(x, kernel, shape, k)
-    patches = _periodic_patches(x.reshape(batch, n_sites, c_in), shape, k)  # (B, N, K, C_in)
-    dy = _lax_conv(dx, kernel, shape, k) + jnp.einsum(
-        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
-    ).reshape(y.shape)
-    return y, dy
+    return y, _lax_conv(dx, kernel, shape, k) + _patch_kernel_tangent(x, dkernel, shape, k)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
@@ -361,14 +365,8 @@ def _banded_conv_2d(x, kernel, shape, k):
 def _banded_conv_jvp(shape, k, primals, tangents):
     x, kernel = primals
     dx, dkernel = tangents
-    batch, c_in = x.shape[0], x.shape[-1]
     y = _banded_conv_2d(x, kernel, shape, k)
-    # kernel derivatives in the patch form: a batched matrix product, no scatter
-    patches = _periodic_patches(x.reshape(batch, -1, c_in), shape, k)  # (B, N, K, C_in)
-    dy = _banded_conv_2d(dx, kernel, shape, k) + jnp.einsum(
-        "bnac,aco->bno", patches, dkernel.reshape(patches.shape[2], *kernel.shape[-2:])
-    ).reshape(y.shape)
-    return y, dy
+    return y, _banded_conv_2d(dx, kernel, shape, k) + _patch_kernel_tangent(x, dkernel, shape, k)
 
 
 # channels-last implementations: (batch, *shape, c_in) -> (batch, *shape, c_out)
