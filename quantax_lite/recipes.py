@@ -437,8 +437,8 @@ class Recipe:
             if not (sign_free and self.trivial_sector(lattice)):
                 # (a sign-free Hamiltonian's ground state is positive, so in the trivial sector of
                 # every symmetry: the global ED gives it, without a projector on 2**20 states)
-                stages = self.symmetry_stages() if hasattr(self, "symmetry_stages") else ((self.symmetry, 0),)
-                group = _sector_group(lattice, stages[-1][0], self.sector_momentum(lattice), self.spin_parity,
+                last = self.symmetry_stages()[-1][0]
+                group = _sector_group(lattice, last, self.sector_momentum(lattice), self.spin_parity,
                                       self.rotation_parity)
             return float(exact.ground_state_energy(hamiltonian, symmetry=group))
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
@@ -512,6 +512,15 @@ def _network(recipe: Recipe, lattice, ham, group, kind: str):
     )
 
 
+def _param_layout(params):
+    """``(tree structure, [(shape, dtype name), ...])`` of a parameter pytree (arrays or
+    shape structs): what must agree for parameters to carry over between networks."""
+    import jax
+
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
+
+
 def _check_stages(recipe: Recipe) -> None:
     """Every stage of a staged ``symmetry`` has the same amplitude kind and parameter
     structure (shapes, dtypes), so its parameters and optimizer state carry over;
@@ -530,8 +539,7 @@ def _check_stages(recipe: Recipe) -> None:
                              f"network of the run: {err}") from None
         s = jax.ShapeDtypeStruct((1, lattice.n_sites), jnp.int8)
         params = jax.eval_shape(model.init, jax.random.PRNGKey(0), s)
-        shapes[name] = (kind, jax.tree_util.tree_structure(params),
-                        [(x.shape, x.dtype) for x in jax.tree_util.tree_leaves(params)])
+        shapes[name] = (kind, _param_layout(params))
     first, *rest = shapes.items()
     for name, found in rest:
         if found != first[1]:
@@ -608,13 +616,7 @@ def switch_stage(run: Run, state, *, thermalize: bool | None = None):
     group has just changed). ``ValueError`` naming ``state`` when its parameters do not fit
     ``run``'s network.
     """
-    import jax
-
-    def layout(tree):
-        leaves, treedef = jax.tree_util.tree_flatten(tree)
-        return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
-
-    if layout(state.params) != layout(run.state.params):
+    if _param_layout(state.params) != _param_layout(run.state.params):
         raise ValueError("state: its parameters do not fit the network of the run (another recipe's state?).")
     chains = state.sampler
     if dataclasses.is_dataclass(chains) and hasattr(chains, "log_psi"):  # Metropolis chains cache log psi
