@@ -24,7 +24,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lattice", default="6x6")
     parser.add_argument("--hamiltonian", default="j1j2", choices=("heisenberg", "j1j2"))
-    parser.add_argument("--forms", nargs="+", default=["dense", "auto"], help="tuning.CONV_FORMS or auto")
+    parser.add_argument("--forms", nargs="+", default=["dense", "auto"], choices=("auto",) + tuning.CONV_FORMS)
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "step_forms.json"))
     args = parser.parse_args(argv)

@@ -439,7 +439,8 @@ def parse_args(argv=None):
     p.add_argument("--no-breakdown", action="store_true", help="the fused step only (no separately compiled parts)")
     p.add_argument("--square", type=int, default=None, help="the square matmul of the peak (default 8192 GPU, 2048 CPU)")
     p.add_argument("--quick", action="store_true", help="2x4 and 4x4, heisenberg, translations, 32 samples, 1 repeat")
-    p.add_argument("--conv-form", default="auto", help="the convolution form of every row (tuning.CONV_FORMS; "
+    p.add_argument("--conv-form", default="auto", choices=("auto", "dense", "lax", "lax_patch", "lax_gather",
+                                                             "gather", "banded"), help="the convolution form of every row (tuning.CONV_FORMS; "
                    "default: the library's choice), to compare forms on the same rows")
     p.add_argument("--json", default=None, help=f"default {os.path.relpath(DEFAULT_JSON)} (full runs only)")
     p.add_argument("--plot", default=None, help=f"default {os.path.relpath(DEFAULT_PLOT)} (full runs only)")
