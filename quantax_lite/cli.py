@@ -201,7 +201,9 @@ def _train(args, recipe, out, config, main) -> dict:
     summary = dict(lattice=r.lattice.name, hamiltonian=args.hamiltonian, n_sites=r.lattice.n_sites,
                    n_params=r.n_params, n_samples=recipe.samples, n_eval_samples=recipe.n_eval_samples,
                    exact_energy=exact, device_count=jax.device_count(), process_count=jax.process_count(),
-                   precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry)
+                   precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
+                   momentum=None if recipe.momentum is None else list(recipe.momentum),
+                   spin_parity=recipe.spin_parity, rotation_parity=recipe.rotation_parity)
     t0 = time.perf_counter()
     records = []
     try:

@@ -46,6 +46,7 @@ def format_table(summary: dict) -> str:
 
     rows = [
         ("system", f"{summary['hamiltonian']} on {summary['lattice']} ({summary['n_sites']} sites)"),
+        ("symmetry", _symmetry_cell(summary)),
         ("parameters", f"{summary['n_params']}"),
         ("energy", f"{summary['energy']:.6f} ± {summary['energy_error']:.6f}"),
         ("energy per site", f"{summary['energy_per_site']:.8f}"),
@@ -59,6 +60,17 @@ def format_table(summary: dict) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _symmetry_cell(summary: dict) -> str:
+    """The group and, where set, its sector: momentum (m1, m2), spin parity, rotation parity."""
+    parts = [str(summary.get("symmetry", "n/a"))]
+    if summary.get("momentum") is not None:
+        parts.append("momentum (" + ", ".join(str(m) for m in summary["momentum"]) + ")")
+    for key, label in (("spin_parity", "spin parity"), ("rotation_parity", "rotation parity")):
+        if summary.get(key) is not None:
+            parts.append(f"{label} {summary[key]:+d}")
+    return ", ".join(parts)
 
 
 def _extrapolation_cell(fit: dict | None) -> str:

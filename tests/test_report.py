@@ -68,8 +68,21 @@ def test_table_has_the_order_parameter():
                    staggered_magnetization_sq_error=0.0007, n_observable_samples=512)
     table = format_table(summary)
     assert "3.2512 ± 1.1e-02, 0.20320 ± 7.0e-04 (512 samples)" in table
-    assert len(table.splitlines()) == 10
+    assert len(table.splitlines()) == 11
     assert "n/a" in format_table({**summary, "s_pi_pi": None})
+
+
+def test_table_names_the_symmetry_sector():
+    summary = dict(hamiltonian="heisenberg", lattice="kagome:2x3", n_sites=18, n_params=100, energy=-8.0,
+                   energy_error=0.01, energy_per_site=-0.44, exact_energy=None, relative_error=None, v_score=1e-3,
+                   wall_time_s=3.0, seconds_per_iteration=0.01, device_count=1, process_count=1, s_pi_pi=None,
+                   symmetry="full", momentum=[1, 0], spin_parity=-1, rotation_parity=None)
+    def cell(s):
+        return [line.split(None, 1)[1] for line in format_table(s).splitlines() if line.startswith("symmetry")]
+
+    assert cell(summary) == ["full, momentum (1, 0), spin parity -1"]
+    assert cell({**summary, "momentum": None, "spin_parity": None, "rotation_parity": -1}) == [
+        "full, rotation parity -1"]
 
 
 def test_zero_variance_extrapolation_of_a_run_folder(tmp_path, rng):
