@@ -27,7 +27,7 @@ RECIPE = {f.name: f.default for f in dataclasses.fields(Recipe)}
 _OPTIONS_OF_EARLIER_RUNS = FIELDS_OF_EARLIER_RUNS
 # Options that do not define a run (not compared on --resume).
 _NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command", "measure",
-                 "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
+                 "time_limit", "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
                  # how memory is bounded, not what is computed: a run may resume on another device
                  "chunk_size", "memory_budget"}
 
@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints (default: 25)")
     g.add_argument("--keep-checkpoints", type=int, default=3, help="newest checkpoints kept, an older one is used "
                    "when the newest is damaged (default: 3)")
+    g.add_argument("--time-limit", type=float, metavar="MINUTES", help="stop training after this many minutes "
+                   "of wall time (from the start of this call), with a checkpoint; the final estimate still runs, "
+                   "summary.json says stopped_at_time_limit, and --resume continues to --iters (default: none)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--measure", action="store_true", help="at the end, also measure the observables on the final "
                    "estimate's samples, as quantax-lite measure does (observables.json and its plots)")
@@ -140,11 +143,13 @@ def _as_option(message: str) -> str:
 
 def check_options(args) -> None:
     """Raise UsageError for run, folder and process options that cannot work."""
-    from ._validate import positive_int
+    from ._validate import finite_number, positive_int
     from .utils.processes import check_process_options
 
     for name, minimum in (("iters", 1), ("checkpoint_every", 0), ("keep_checkpoints", 1), ("init_timeout", 1)):
         _usage(positive_int, getattr(args, name), name, minimum=minimum)
+    if args.time_limit is not None:
+        _usage(finite_number, args.time_limit, "time_limit", above=0)
     _usage(check_process_options, args.coordinator, args.num_processes, args.process_id)
     if args.resume and args.restart:
         raise UsageError("--resume and --restart exclude each other: continue the run, or start it again.")
@@ -208,6 +213,7 @@ def _train(args, recipe, out, config, main) -> dict:
     records = []
     try:
         r, state = _run_stages(args, recipe, r, state, out, config, main, records, t0)
+        summary["stopped_at_time_limit"] = int(state.iteration) < args.iters
     except MemoryBudgetError as err:  # chunk_size auto: found when the first step compiles
         raise UsageError(_as_option(str(err))) from None
     except Diverged as err:
@@ -264,6 +270,7 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
     staged = len(recipe.symmetry_stages()) > 1
     starts = [start for _, start in recipe.symmetry_stages()[1:]]
     current, first = recipe.symmetry_at(0), True
+    out_of_time = _time_limit(args.time_limit, t0)
     while True:
         it = int(state.iteration)
         if staged:
@@ -280,8 +287,34 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
         end, first = min([s for s in starts if s > it] + [args.iters]), False
         state, part = run(r.vmc, state, end, out_dir=out, checkpoint_every=args.checkpoint_every,
                           keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
-                          metadata={"config": config}, lock=False, time_offset=time.perf_counter() - t0)
+                          callbacks=[out_of_time] if out_of_time else (), metadata={"config": config}, lock=False,
+                          time_offset=time.perf_counter() - t0)
         records.extend(part)
+        if int(state.iteration) < end:  # stopped by --time-limit (after a checkpoint)
+            if main and not args.no_progress:
+                print(f"quantax-lite: --time-limit {args.time_limit:g} min reached at step {int(state.iteration)} of "
+                      f"{args.iters}; --resume continues the run", file=sys.stderr, flush=True)
+            return r, state
+
+
+def _time_limit(minutes, t0):
+    """The ``vmc.run`` callback that stops a run once ``minutes`` of wall time have passed
+    since ``t0`` (``time.perf_counter()``), or None without a limit. With several processes,
+    process 0's clock decides, so that every process stops after the same step."""
+    if minutes is None:
+        return None
+    import jax
+
+    def out_of_time(record, state) -> bool:
+        late = time.perf_counter() - t0 >= 60 * minutes
+        if jax.process_count() > 1:
+            import numpy as np
+            from jax.experimental import multihost_utils
+
+            late = bool(multihost_utils.broadcast_one_to_all(np.int32(late)))
+        return late
+
+    return out_of_time
 
 
 def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = True):

@@ -521,6 +521,22 @@ def _param_layout(params):
     return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
 
 
+def _check_sector_holds_states(recipe: Recipe, stage: str, lattice, ham, group) -> None:
+    """``ValueError`` naming the sector's field when ``group``'s sector holds no state of the
+    magnetization sector the run samples (Sz = 0 where ``ham`` conserves Sz): a
+    wavefunction with that symmetry would vanish everywhere."""
+    if group is None:
+        return
+    total_sz = 0 if ham.conserves_sz else None
+    if group.sector_dimension(total_sz) == 0:
+        field = next((f for f in ("spin_parity", "rotation_parity", "momentum") if getattr(recipe, f) is not None),
+                     "symmetry")
+        where = "with Sz = 0 " if total_sz == 0 else ""
+        raise ValueError(f"{field}: the sector of {stage!r} (momentum {recipe.momentum}, spin_parity "
+                         f"{recipe.spin_parity}, rotation_parity {recipe.rotation_parity}) holds no state {where}on "
+                         f"{lattice.name}: every wavefunction with that symmetry vanishes; choose another sector.")
+
+
 def _check_stages(recipe: Recipe) -> None:
     """Every stage of a staged ``symmetry`` has the same amplitude kind and parameter
     structure (shapes, dtypes), so its parameters and optimizer state carry over;
@@ -531,6 +547,7 @@ def _check_stages(recipe: Recipe) -> None:
     shapes = {}
     for name, start in recipe.symmetry_stages():
         lattice, ham, group = recipe.system(start)
+        _check_sector_holds_states(recipe, name, lattice, ham, group)
         kind = recipe.amplitude_kind(ham)
         try:
             model = _network(recipe, lattice, ham, group, kind)
@@ -581,6 +598,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     if len(recipe.symmetry_stages()) > 1:
         _check_stages(recipe)
     lattice, ham, group = recipe.system(iteration)
+    _check_sector_holds_states(recipe, recipe.symmetry_at(iteration), lattice, ham, group)
     model = _network(recipe, lattice, ham, group, recipe.amplitude_kind(ham))
     k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))

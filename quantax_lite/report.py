@@ -56,7 +56,9 @@ def format_table(summary: dict) -> str:
         ("E(σ²→0) fit", _extrapolation_cell(summary.get("zero_variance_extrapolation"))),
         ("S(π,π), m²", _order_cell(summary)),
         ("time", f"{summary['wall_time_s']:.1f} s ({summary['seconds_per_iteration'] * 1e3:.0f} ms/iteration, "
-                 f"{summary['device_count']} device(s), {summary['process_count']} process(es))"),
+                 f"{summary['device_count']} device(s), {summary['process_count']} process(es))"
+                 + (f"; stopped at the time limit after {summary.get('iterations')} steps"
+                    if summary.get("stopped_at_time_limit") else "")),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -244,6 +244,45 @@ class Symmetry:
         inv.setflags(write=False)
         return inv
 
+    def sector_dimension(self, total_sz: float | None = 0) -> int:
+        """How many independent states of the magnetization sector ``total_sz`` (spin-1/2
+        units, ``sum(s) / 2``; None: all ``2**n_sites`` configurations) transform with these
+        characters: the trace of the projector onto the group's sector, ``(1/G) sum_g
+        chi_g fix(g)``, where ``fix(g)`` counts the configurations that ``g`` leaves
+        unchanged (from its cycles: constant along each cycle without spin inversion,
+        alternating along cycles of even length with it). 0 means that no wavefunction of
+        this symmetry exists there. Exact while the counts stay below ``2**53`` (up to
+        about 54 sites at Sz = 0); above, a float64 estimate of a very large number."""
+        n = self.n_sites
+        if total_sz is None:
+            n_up = None
+        else:
+            n_up = n / 2 + total_sz
+            if n_up != int(n_up) or not 0 <= n_up <= n:
+                raise ValueError(f"total_sz: expected a value in [-{n / 2}, {n / 2}] with n_sites/2 - total_sz "
+                                 f"an integer, got {total_sz!r}")
+            n_up = int(n_up)
+        by_character, by_cycles = {}, {}  # exact integer counts, summed per distinct character
+        for perm, flip, chi in zip(self.perms, self.flips, self.characters):
+            cycles = tuple(sorted(_cycle_lengths(perm)))
+            if (cycles, flip) in by_cycles:
+                fixed = by_cycles[cycles, flip]
+            elif flip < 0:  # s_perm[i] = -s_i: every cycle even and alternating; Sz = 0
+                fixed = 2 ** len(cycles) if all(c % 2 == 0 for c in cycles) and n_up in (None, n // 2) else 0
+            elif n_up is None:
+                fixed = 2 ** len(cycles)
+            else:  # subsets of the cycles holding n_up sites
+                ways = [1] + [0] * n_up
+                for c in cycles:
+                    for k in range(n_up, c - 1, -1):
+                        ways[k] += ways[k - c]
+                fixed = ways[n_up]
+            by_cycles[cycles, flip] = fixed
+            key = (round(chi.real, 9), round(chi.imag, 9))
+            by_character[key] = by_character.get(key, 0) + fixed
+        trace = sum(complex(*chi) * float(count) for chi, count in by_character.items()) / self.n_elements
+        return int(round(trace.real))
+
     # ------------------------------------------------------------------ action
     def apply(self, s):
         """All images ``g s``: ``s`` (..., n_sites) -> (..., G, n_sites), same array type and dtype.
@@ -286,6 +325,19 @@ class Symmetry:
 
 
 # ---------------------------------------------------------------------- builders
+def _cycle_lengths(perm: np.ndarray) -> list[int]:
+    """Lengths of the cycles of the permutation ``perm`` (fixed points included)."""
+    seen = np.zeros(len(perm), dtype=bool)
+    lengths = []
+    for start in range(len(perm)):
+        if not seen[start]:
+            length, i = 0, start
+            while not seen[i]:
+                seen[i], i, length = True, int(perm[i]), length + 1
+            lengths.append(length)
+    return lengths
+
+
 def _from_elements(elements, n_sites: int, lattice: Lattice | None = None) -> Symmetry:
     """Build a Symmetry from ``(perm, flip, character)`` triples, merging repeated elements.
 

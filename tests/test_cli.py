@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from quantax_lite.cli import main
-from quantax_lite.run_folder import list_checkpoints
+from quantax_lite.run_folder import checkpoint_path, list_checkpoints
 
 SUMMARY_KEYS = {
     "lattice": str, "hamiltonian": str, "n_sites": int, "n_params": int, "n_samples": int,
@@ -116,6 +116,29 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path, capsys):
     assert sa["energy"] == sb["energy"]
 
 
+def test_time_limit_stops_with_a_checkpoint_and_resume_continues(tmp_path, capsys):
+    """--time-limit ends training after the step during which it passes (here the first),
+    with a checkpoint; the final estimate still runs and the summary says where the run
+    stopped; --resume (without a limit) continues on the trajectory of an uninterrupted
+    run."""
+    common = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--eval-samples", "64",
+                      "--iters", "4"]
+    out = str(tmp_path / "limited")
+    assert main(common + ["--out", out, "--time-limit", "1e-6"]) == 0
+    captured = capsys.readouterr()
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["stopped_at_time_limit"] is True and summary["iterations"] == 1
+    assert np.isfinite(summary["energy"]) and len(_log(out)) == 1
+    assert list_checkpoints(out) == [checkpoint_path(out, 1)]
+    assert "stopped at the time limit after 1 steps" in captured.out
+    assert main(common + ["--out", out, "--resume"]) == 0
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["stopped_at_time_limit"] is False and summary["iterations"] == 4
+    full = str(tmp_path / "full")
+    assert main(common + ["--out", full]) == 0
+    assert [r["energy"] for r in _log(out)] == [r["energy"] for r in _log(full)]
+
+
 def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     out = str(tmp_path / "run")
     base = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--eval-samples", "64"]
@@ -162,6 +185,9 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
         (["--lattice", "chain:1"], "--lattice"),
         (["--lattice", "0x4"], "--lattice"),
         (["--keep-checkpoints", "0"], "--keep-checkpoints"),
+        (["--time-limit", "0"], "--time-limit"),
+        (["--time-limit", "nan"], "--time-limit"),
+        (["--time-limit", "-5"], "--time-limit"),
         (["--resume", "--restart"], "--restart"),
         (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "--coordinator"),
         (["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "2"], "--process-id"),
@@ -326,7 +352,8 @@ def _free_port():
 
 @pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path):
-    """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices."""
+    """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices. Process 1 is
+    given a --time-limit already past: process 0's clock decides, so both take every step."""
     args = ["-m", "quantax_lite", "train", "--lattice", "chain:6", "--channels", "4", "--depth", "1",
             "--samples", "64", "--chains", "16", "--iters", "3", "--eval-samples", "64", "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -340,7 +367,8 @@ def test_two_processes_match_one_process(tmp_path):
     procs = [
         subprocess.Popen(
             [sys.executable] + args + ["--out", two, "--coordinator", f"127.0.0.1:{port}",
-                                       "--num-processes", "2", "--process-id", str(i)],
+                                       "--num-processes", "2", "--process-id", str(i),
+                                       "--time-limit", "1000" if i == 0 else "1e-6"],
             env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=2"),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for i in range(2)
@@ -357,6 +385,7 @@ def test_two_processes_match_one_process(tmp_path):
     s2 = json.load(open(os.path.join(two, "summary.json")))
     assert s1["device_count"] == s2["device_count"] == 4
     assert s1["process_count"] == 1 and s2["process_count"] == 2
+    assert s2["iterations"] == 3 and s2["stopped_at_time_limit"] is False
     e1 = np.array([r["energy"] for r in _log(one)])
     e2 = np.array([r["energy"] for r in _log(two)])
     np.testing.assert_allclose(e2, e1, rtol=1e-9)

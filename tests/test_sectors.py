@@ -21,6 +21,7 @@ from quantax_lite.symmetry import (
     point_group,
     product,
     spin_inversion,
+    Symmetry,
     translations,
 )
 
@@ -217,3 +218,60 @@ def test_kagome_2x3_ground_state_sector():
     # the full group (C2 little group of b1/2) in the irrep odd under the rotation by pi holds it too
     full = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1, symmetry="full", rotation_parity=-1)
     assert abs(full.reference_energy() - e0) < 1e-7
+
+
+@pytest.mark.parametrize("name", ["chain:10", "4x2", "4x4", "honeycomb:2x2", "triangular:3x3", "kagome:2x2"])
+def test_sector_dimension_is_the_size_of_the_sector_basis(name, rng):
+    """``Symmetry.sector_dimension`` (from the cycles of each element) equals the number of
+    columns of the exact sector basis (``exact.sector_basis``: projected basis states), for
+    random sectors (momentum, spin parity, rotation parity) and magnetizations."""
+    from quantax_lite.exact import sector_basis
+    from quantax_lite.recipes import parse_lattice
+
+    lattice = parse_lattice(name)
+    momenta = allowed_momenta(lattice)
+    n = lattice.n_sites
+    tested = 0
+    while tested < 3:
+        k = momenta[rng.integers(len(momenta))]
+        parity = int(rng.choice([1, -1]))
+        rotation = int(rng.choice([1, -1])) if lattice.ndim == 2 else 1  # a chain has no rotation
+        total_sz = 0.5 * (n % 2) if rng.random() < 0.5 else float(rng.integers(0, 2)) + 0.5 * (n % 2)
+        try:
+            group = full_symmetry(lattice, k, spin_parity=parity, rotation_parity=rotation)
+        except ValueError:  # characters that are no representation of this cluster's group
+            continue
+        tested += 1
+        if total_sz != 0:  # spin inversion keeps Sz = 0 only: the subgroup without it
+            keep = group.flips > 0
+            group = Symmetry(group.perms[keep], group.flips[keep], group.characters[keep], lattice)
+        states = all_states(n, total_sz)
+        expected = sector_basis(group, states).shape[1]
+        assert group.sector_dimension(total_sz) == expected, (name, k, parity, rotation, total_sz)
+    whole = product(translations(lattice), spin_inversion(lattice, -1))
+    if n <= 10:  # every configuration
+        assert whole.sector_dimension(None) == sector_basis(whole, all_states(n, None)).shape[1]
+
+
+def test_an_empty_sector_is_refused_naming_its_field(tmp_path, capsys):
+    """4x2 with its full group and spin parity -1 holds no Sz = 0 state (the sector
+    dimension is 0, and so is the exact basis): the recipe refuses it naming spin_parity,
+    in either stage of a restoration, and the command exits 2 naming --spin-parity."""
+    import jax
+
+    from quantax_lite.cli import main
+    from quantax_lite.exact import sector_basis
+    from quantax_lite.recipes import build, parse_lattice
+
+    lattice = parse_lattice("4x2")
+    group = full_symmetry(lattice, spin_parity=-1)
+    assert group.sector_dimension(0) == 0 == sector_basis(group, all_states(8, 0)).shape[1]
+    assert full_symmetry(lattice, spin_parity=1).sector_dimension(0) > 0
+    jax.config.update("jax_enable_x64", True)
+    for symmetry in ("full", "translations>full@5"):
+        with pytest.raises(ValueError, match=r"^spin_parity: .*holds no state with Sz = 0 on 4x2"):
+            build(Recipe(lattice="4x2", symmetry=symmetry, spin_parity=-1))
+    code = main(["train", "--lattice", "4x2", "--symmetry", "full", "--spin-parity", "-1", "--no-progress",
+                 "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--spin-parity" in err and "Traceback" not in err
