@@ -290,7 +290,9 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
                           callbacks=[out_of_time] if out_of_time else (), metadata={"config": config}, lock=False,
                           time_offset=time.perf_counter() - t0)
         records.extend(part)
-        if int(state.iteration) < end:  # stopped by --time-limit (after a checkpoint)
+        it = int(state.iteration)
+        # stopped by --time-limit (after a checkpoint); at a stage's end, asked once more
+        if it < end or (out_of_time and it < args.iters and out_of_time(None, state)):
             if main and not args.no_progress:
                 print(f"quantax-lite: --time-limit {args.time_limit:g} min reached at step {int(state.iteration)} of "
                       f"{args.iters}; --resume continues the run", file=sys.stderr, flush=True)

@@ -137,6 +137,11 @@ def test_time_limit_stops_with_a_checkpoint_and_resume_continues(tmp_path, capsy
     full = str(tmp_path / "full")
     assert main(common + ["--out", full]) == 0
     assert [r["energy"] for r in _log(out)] == [r["energy"] for r in _log(full)]
+    # a limit that passes in the last step of a stage ends the run there (no step of the next)
+    staged = str(tmp_path / "staged")
+    assert main(common + ["--out", staged, "--symmetry", "translations>full@1", "--time-limit", "1e-6"]) == 0
+    summary = json.load(open(os.path.join(staged, "summary.json")))
+    assert summary["stopped_at_time_limit"] is True and summary["iterations"] == 1 and len(_log(staged)) == 1
 
 
 def test_resume_with_changed_options_is_refused(tmp_path, capsys):
