@@ -137,7 +137,6 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
     build(dataclasses.replace(recipe, symmetry="translations"))  # one stage: nothing to compare
 
 
-@pytest.mark.slow
 def test_staged_j1j2_training_with_exact_sampling_reaches_the_exact_energy():
     """The 8-site J1-J2 chain (J2 = 0.5, exact -3.0) with exact sampling: 20 steps with the
     translations, then 20 with the full group from the same parameters. At the switch the
