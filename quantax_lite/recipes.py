@@ -595,10 +595,11 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
         if n % chains:
             raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
-    if len(recipe.symmetry_stages()) > 1:
-        _check_stages(recipe)
     lattice, ham, group = recipe.system(iteration)
-    _check_sector_holds_states(recipe, recipe.symmetry_at(iteration), lattice, ham, group)
+    if len(recipe.symmetry_stages()) > 1:
+        _check_stages(recipe)  # every stage, its sector included
+    else:
+        _check_sector_holds_states(recipe, recipe.symmetry, lattice, ham, group)
     model = _network(recipe, lattice, ham, group, recipe.amplitude_kind(ham))
     k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))

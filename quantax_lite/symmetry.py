@@ -253,15 +253,10 @@ class Symmetry:
         alternating along cycles of even length with it). 0 means that no wavefunction of
         this symmetry exists there. Exact while the counts stay below ``2**53`` (up to
         about 54 sites at Sz = 0); above, a float64 estimate of a very large number."""
+        from .hilbert import n_up as up_spins
+
         n = self.n_sites
-        if total_sz is None:
-            n_up = None
-        else:
-            n_up = n / 2 + total_sz
-            if n_up != int(n_up) or not 0 <= n_up <= n:
-                raise ValueError(f"total_sz: expected a value in [-{n / 2}, {n / 2}] with n_sites/2 - total_sz "
-                                 f"an integer, got {total_sz!r}")
-            n_up = int(n_up)
+        n_up = up_spins(n, total_sz)  # ValueError naming total_sz for a sector that does not exist
         by_character, by_cycles = {}, {}  # exact integer counts, summed per distinct character
         for perm, flip, chi in zip(self.perms, self.flips, self.characters):
             cycles = tuple(sorted(_cycle_lengths(perm)))
