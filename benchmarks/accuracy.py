@@ -68,10 +68,10 @@ SYSTEMS = {
         args=["--lattice", "chain:20", "--hamiltonian", "heisenberg", "--iters", "1800",
               "--lr-half-life", "300", "--eval-samples", "524288"],
     ),
-    # frustrated lattices: no Marshall sign (the command's default is off there), so the
-    # command's complex network from a random start (16 channels, depth 4 by default) with
-    # SPRING, as for J1-J2. Sized from the 6x6 J1-J2 step of vmc_scale.json (3.4 s): about
-    # 450 steps in 30 minutes.
+    # frustrated lattices: no Marshall sign; the command's complex network (16 channels,
+    # depth 4 by default) with its 120-degree phase rule (--phase-rule auto: a nearly uniform
+    # network starts at the coplanar ordered state; without it, from a random start, this
+    # row reached 1.7e-1 after 143 steps) and SPRING, as for J1-J2.
     # 6x6: the default network (16 channels, depth 4, 18.8k parameters); sized from the
     # 6x6 steps of vmc_scale.json with the float32 lax_gather form (about 1.6 s Heisenberg,
     # 2.5 s J1-J2), restored to the full group (576 elements) for the last steps
@@ -93,7 +93,8 @@ SYSTEMS = {
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--iters", "450",
               "--lr-half-life", "120", "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
-    # 6 cells of 3 sites. The 18-site ground state lies at momentum b1/2, spin parity -1,
+    # 6 cells of 3 sites, with the q = 0 phase rule (--phase-rule auto). The 18-site ground
+    # state lies at momentum b1/2, spin parity -1,
     # odd under the rotation by pi (docs/physics.md): the recipe's sector options put the
     # network there (the trivial sector of full reached -7.7637 against -8.0483). A small
     # network (8 channels, depth 2: 2.6k parameters) and 512 samples keep the step near

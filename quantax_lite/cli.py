@@ -178,6 +178,9 @@ def train(args) -> dict:
     out = args.out or os.path.join("runs", f"{args.hamiltonian}_{recipe.config()['lattice'].replace(':', '')}")
     main = jax.process_index() == 0
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
+    # the rule 'auto' picks, so that a run made before the option existed (no rule) resumes
+    # where auto still means none, and is refused (naming --phase-rule) where it would not
+    config["phase_rule"] = recipe.phase_rule_kind()
     if main:
         _usage(check_writable, out)
     with lock_run_folder(out) if main else contextlib.nullcontext():  # process 0 owns the folder
@@ -208,7 +211,8 @@ def _train(args, recipe, out, config, main) -> dict:
                    exact_energy=exact, device_count=jax.device_count(), process_count=jax.process_count(),
                    precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
                    momentum=None if recipe.momentum is None else list(recipe.momentum),
-                   spin_parity=recipe.spin_parity, rotation_parity=recipe.rotation_parity)
+                   spin_parity=recipe.spin_parity, rotation_parity=recipe.rotation_parity,
+                   phase_rule=recipe.phase_rule_kind(r.lattice))
     t0 = time.perf_counter()
     records = []
     try:

@@ -35,6 +35,7 @@ __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SIT
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
 AMPLITUDES = ("auto", "positive", "signed", "complex")
+PHASE_RULES = ("auto", "none", "120")
 PRECISIONS = ("f32", "f64")
 NORMS = ("none", "layer")
 
@@ -49,7 +50,8 @@ MAX_ED_SITES = 20
 # readout initialization scale of networks for frustrated Heisenberg models (Recipe.init_scale)
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
-FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None}
+FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
+                          "phase_rule": "none"}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -179,6 +181,13 @@ class Recipe:
     marshall: bool = _field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2) where the lattice "
                             "is bipartite (chains and square lattices of even sides, honeycomb); triangular and "
                             "kagome lattices have none, so it is off there")
+    phase_rule: str = _field("auto", str, "system", "a fixed phase of the network (Heisenberg / J1-J2): 120, the "
+                             "120-degree rule exp(2 pi i / 3 * sum of the sublattice labels of the down spins), "
+                             "the coplanar order of the triangular lattice and the q = 0 state of the kagome "
+                             "lattice, which a nearly uniform network then starts from; none; auto: 120 on "
+                             "triangular and kagome lattices whose three sublattices colour every "
+                             "nearest-neighbour bond (triangular: both extents divisible by 3), none elsewhere",
+                             PHASE_RULES)
     symmetry: str = _field("translations", str, "network", "projection group: none, translations (by whole "
                            "unit cells) or full = translations x the cluster's point group (from its geometry: up "
                            "to C4v on square, C6v on triangular, honeycomb and kagome clusters) x spin inversion "
@@ -239,6 +248,7 @@ class Recipe:
         _choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
         parse_symmetry(self.symmetry)
         _choice(self.amplitude, "amplitude", AMPLITUDES)
+        _choice(self.phase_rule, "phase_rule", PHASE_RULES)
         _choice(self.precision, "precision", PRECISIONS)
         _choice(self.norm, "norm", NORMS)
         if self.hamiltonian != "j1j2" and self.J2 is not None:
@@ -272,6 +282,7 @@ class Recipe:
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
         lattice = parse_lattice(self.lattice)
         self._check_sector(lattice)
+        self._check_phase_rule(lattice)
         if self.hamiltonian != "tfim" and lattice.n_sites % 2:
             raise ValueError(
                 f"lattice: {lattice.name} has {lattice.n_sites} sites; the {self.hamiltonian} model is "
@@ -325,6 +336,38 @@ class Recipe:
         if self.amplitude == "positive" and not self.trivial_sector(lattice):
             raise ValueError(f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
                              f"momentum {m}, spin_parity {self.spin_parity}, rotation_parity {self.rotation_parity}; use 'complex' or 'signed' (or 'auto').")
+
+    def _check_phase_rule(self, lattice) -> None:
+        if self.phase_rule != "120":
+            return
+        if self.hamiltonian == "tfim":
+            raise ValueError("phase_rule: '120' is a rule for the Heisenberg / J1-J2 models, not for tfim; use "
+                             "'none' or 'auto'.")
+        if self.amplitude in ("positive", "signed"):
+            raise ValueError(f"phase_rule: '120' gives complex amplitudes, which amplitude {self.amplitude!r} "
+                             "cannot hold; use amplitude 'complex' or 'auto', or phase_rule 'none'.")
+        if not _phase_rule_fits(lattice):
+            raise ValueError(f"phase_rule: '120' needs three sublattices that colour every nearest-neighbour bond "
+                             f"of {lattice.name} (triangular clusters: both extents divisible by 3; kagome); "
+                             "use 'none' or 'auto'.")
+
+    def phase_rule_kind(self, lattice=None) -> str:
+        """'120' or 'none': ``phase_rule``, or what 'auto' picks for ``lattice``."""
+        if self.phase_rule != "auto":
+            return self.phase_rule
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        if (self.hamiltonian != "tfim" and self.amplitude in ("auto", "complex")
+                and getattr(lattice, "kind", None) in ("triangular", "kagome") and _phase_rule_fits(lattice)):
+            return "120"
+        return "none"
+
+    def site_phases(self, lattice=None):
+        """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.models.sublattice_phases`),
+        or None."""
+        from .models import sublattice_phases
+
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        return sublattice_phases(lattice) if self.phase_rule_kind(lattice) == "120" else None
 
     def sector_momentum(self, lattice=None):
         """The Cartesian wave vector ``k = sum_d m_d b_d / L_d`` of ``momentum`` (float64
@@ -392,6 +435,8 @@ class Recipe:
             return "positive" if hamiltonian.field >= 0 else "signed"
         if self.hamiltonian == "heisenberg" and hamiltonian.marshall_sign:
             return "positive"
+        if self.phase_rule_kind(hamiltonian.lattice) == "120":
+            return "complex"
         if self.init_scale(hamiltonian.lattice, hamiltonian) is not None:
             # frustrated lattices, from a random start: a free phase went far lower than
             # the signed network in short runs on 12-site triangular and kagome clusters
@@ -404,8 +449,10 @@ class Recipe:
         triangular or kagome lattice: there the uniform state of the Sz = 0 sector is
         in the ferromagnetic multiplet, the highest eigenstate, where the energy
         gradient vanishes, so the network starts from a random state
-        (:data:`FRUSTRATED_INIT_SCALE`)."""
-        if self.hamiltonian == "tfim" or getattr(hamiltonian, "marshall_sign", False):
+        (:data:`FRUSTRATED_INIT_SCALE`). With the 120-degree phase rule the uniform state
+        is the coplanar ordered state instead, a good start: None there."""
+        if (self.hamiltonian == "tfim" or getattr(hamiltonian, "marshall_sign", False)
+                or self.phase_rule_kind(lattice) == "120"):
             return None
         return FRUSTRATED_INIT_SCALE if getattr(lattice, "kind", None) in ("triangular", "kagome") else None
 
@@ -451,6 +498,26 @@ class Recipe:
         if out["momentum"] is not None:
             out["momentum"] = list(out["momentum"])
         return out
+
+
+def _phase_rule_fits(lattice) -> bool:
+    """Whether the 120-degree rule is defined on ``lattice`` (three sublattices colouring every
+    nearest-neighbour bond) and every translation keeps it in the Sz = 0 sector (shifts
+    its phase by a multiple of 2 pi there)."""
+    from .models import sublattice_phases
+    from .models.symmetrize import translation_perms
+
+    try:
+        theta = sublattice_phases(lattice)
+    except ValueError:
+        return False
+    down = np.zeros(lattice.n_sites)
+    down[: lattice.n_sites // 2] = 1  # any Sz = 0 configuration: the shift is c * n_down
+    for perm in translation_perms(lattice.shape, lattice.n_basis):
+        shift = np.exp(1j * (theta[perm] - theta))
+        if not np.allclose(shift, shift[0]) or abs(shift[0] ** (lattice.n_sites // 2) - 1) > 1e-9:
+            return False
+    return True
 
 
 def _sector_group(lattice, name: str, momentum=None, parity: int | None = None, rotation: int | None = None):
@@ -508,7 +575,7 @@ def _network(recipe: Recipe, lattice, ham, group, kind: str):
     return make_conv_nqs(
         lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
         dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
-        final_scale=recipe.init_scale(lattice, ham),
+        final_scale=recipe.init_scale(lattice, ham), site_phases=recipe.site_phases(lattice),
     )
 
 

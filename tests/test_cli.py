@@ -162,10 +162,41 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     np.savez(path, **arrays)
     assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
     assert "--norm none (was layer)" in capsys.readouterr().err
+    # nor --phase-rule: a run before it existed had none, which auto still is on a chain
+    del meta["config"]["phase_rule"]
+    meta["config"]["norm"] = "none"
+    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 0
     # a shape-changing option is named too (not a traceback about array shapes)
     assert main(base + ["--iters", "2", "--out", out, "--resume", "--channels", "8", "--norm", "layer"]) == 2
     err = capsys.readouterr().err
     assert "--channels 8 (was 4)" in err and "Traceback" not in err
+
+
+def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_path, capsys):
+    """auto picks the 120-degree rule on kagome:2x2; a run from before the option (no
+    rule) resumes only with --phase-rule none, and the summary names the rule."""
+    out = str(tmp_path / "run")
+    base = ["train", "--lattice", "kagome:2x2", "--channels", "2", "--depth", "1", "--samples", "32",
+            "--chains", "32", "--eval-samples", "32", "--no-progress", "--out", out]
+    assert main(base + ["--iters", "1", "--phase-rule", "none"]) == 0
+    assert json.load(open(os.path.join(out, "summary.json")))["phase_rule"] == "none"
+    path = list_checkpoints(out)[0]
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(bytes(arrays["metadata"]).decode())
+    assert meta["config"]["phase_rule"] == "none"
+    del meta["config"]["phase_rule"]
+    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    capsys.readouterr()
+    assert main(base + ["--iters", "2", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "--phase-rule 120 (was none)" in err and "Traceback" not in err
+    assert main(base + ["--iters", "2", "--resume", "--phase-rule", "none"]) == 0
+    assert main(base + ["--iters", "1", "--restart"]) == 0
+    assert json.load(open(os.path.join(out, "summary.json")))["phase_rule"] == "120"
 
 
 @pytest.mark.parametrize(
@@ -190,6 +221,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
         (["--lattice", "chain:1"], "--lattice"),
         (["--lattice", "0x4"], "--lattice"),
         (["--keep-checkpoints", "0"], "--keep-checkpoints"),
+        (["--lattice", "triangular:4x3", "--phase-rule", "120"], "--phase-rule"),
         (["--time-limit", "0"], "--time-limit"),
         (["--time-limit", "nan"], "--time-limit"),
         (["--time-limit", "-5"], "--time-limit"),

@@ -14,6 +14,7 @@ from .conv import (
 )
 from .factory import (
     conv_param_count, count_params, default_conv_architecture, derivative_form, make_conv_nqs, make_rbm_nqs, real_part,
+    sublattice_phases,
 )
 from .rbm import RBM, log_cosh
 from .symmetrize import (
@@ -43,6 +44,7 @@ __all__ = [
     "periodic_conv_matrix",
     "periodic_neighbour_table",
     "real_part",
+    "sublattice_phases",
     "translation_perms",
     "weighted_logsumexp",
 ]

@@ -465,6 +465,12 @@ class ConvResNet(nn.Module):
 
       n_basis: sites per unit cell (default 1: cells are sites); site ``c * n_basis + b``
         is channel ``b`` of cell ``c`` (the numbering of :class:`~quantax_lite.lattice.Lattice`).
+      site_phases: None (default) or one fixed angle ``theta_i`` (radians) per site: a
+        phase rule, ``log psi_0(s)`` gains ``i * sum_{i: s_i = -1} theta_i`` (e.g. the
+        120-degree rule of :func:`~quantax_lite.models.sublattice_phases`). The network
+        then learns the amplitude in the rotated frame, where the ordered state the rule
+        describes is uniform. Complex networks only (not ``signed``, not
+        ``complex_output=False``); not part of :meth:`position_log_amplitudes`.
 
     Call: ``s`` ``(batch, n_sites)`` of +1/-1 (any numeric dtype), ``n_sites =
     prod(lattice_shape) * n_basis`` -> ``(batch,)`` complex (real with ``complex_output=False``).
@@ -482,6 +488,7 @@ class ConvResNet(nn.Module):
     signed: bool = False
     norm: str = "none"
     n_basis: int = 1
+    site_phases: Any = None
 
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
@@ -496,6 +503,11 @@ class ConvResNet(nn.Module):
             raise ValueError(f"norm: expected one of {NORMS}, got {self.norm!r}")
         if self.signed and not self.complex_output:
             raise ValueError("signed: needs complex_output=True (log psi of a negative psi is complex)")
+        if self.site_phases is not None:
+            object.__setattr__(self, "site_phases", _site_phases(self.site_phases, self.n_sites))
+            if self.signed or not self.complex_output:
+                raise ValueError("site_phases: a phase rule needs a complex network (complex_output=True, "
+                                 "signed=False)")
         super().__post_init__()
 
     @property
@@ -579,7 +591,24 @@ class ConvResNet(nn.Module):
             pick = (lambda x: x.sum(axis=-1)) if self.readout == "sum" else (lambda x: x[:, 0])
             return _signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
         f = self.position_log_amplitudes(s)
-        return f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
+        log_psi = f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
+        if self.site_phases is None:
+            return log_psi
+        theta = jnp.asarray(self.site_phases, jnp.real(log_psi).dtype)
+        down = (1 - jnp.asarray(s).astype(theta.dtype)) / 2
+        phase = down @ theta
+        return log_psi + lax.complex(jnp.zeros_like(phase), phase)
+
+
+def _site_phases(phases, n_sites: int) -> tuple:
+    """``phases`` as a tuple of ``n_sites`` finite floats (hashable: a module attribute)."""
+    try:
+        a = np.asarray(phases, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"site_phases: expected {n_sites} real angles, got {phases!r}") from None
+    if a.shape != (n_sites,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"site_phases: expected {n_sites} finite angles (one per site), got shape {a.shape}")
+    return tuple(a.tolist())
 
 
 def _signed_log(log_amplitude, factor):

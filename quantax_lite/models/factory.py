@@ -19,6 +19,7 @@ __all__ = [
     "make_rbm_nqs",
     "conv_param_count",
     "real_part",
+    "sublattice_phases",
 ]
 
 
@@ -99,6 +100,46 @@ def default_conv_architecture(lattice) -> dict:
     )
 
 
+def sublattice_phases(lattice) -> np.ndarray:
+    """The 120-degree phase rule of a three-sublattice lattice: ``theta_i = 2 pi l_i / 3``
+    for the sublattice label ``l_i`` (``lattice.sublattice``), ``(n_sites,)`` float64 radians.
+
+    ``exp(i sum_{i: s_i = -1} theta_i)`` is the phase of the classical coplanar state whose
+    spins on sublattice ``l`` point along ``2 pi l / 3`` in the xy plane: the 120-degree
+    Neel state of the triangular lattice, the q = 0 state of the kagome lattice. It plays
+    the part Marshall's rule plays on bipartite lattices: with it as ``site_phases`` of a
+    :class:`ConvResNet`, a nearly uniform network starts at that ordered state (without it,
+    the uniform state of the Sz = 0 sector is the ferromagnet, the highest eigenstate).
+    A lattice whose labels are not three or do not colour every nearest-neighbour bond
+    with two different labels (e.g. a triangular cluster with an extent that 3 does not
+    divide) raises ValueError naming ``lattice``.
+    """
+    labels = np.asarray(lattice.sublattice, np.int64)
+    bonds = lattice.bonds(1)
+    if lattice.n_sublattices != 3 or np.any(labels[bonds[:, 0]] == labels[bonds[:, 1]]):
+        raise ValueError(
+            f"lattice: the 120-degree phase rule needs three sublattices that colour every nearest-neighbour "
+            f"bond, which the {getattr(lattice, 'kind', '')} lattice {_lattice_name(lattice)} does not have "
+            "(triangular clusters need both extents divisible by 3)"
+        )
+    return 2 * np.pi * labels / 3.0
+
+
+def _check_phases_covariant(lattice, site_phases) -> None:
+    """A translation-invariant (``readout="sum"``) network with ``site_phases`` stays
+    translation-covariant only when every translation shifts the phase rule by a constant
+    (a factor ``exp(i c n_down)``); ValueError naming ``site_phases`` otherwise."""
+    from .symmetrize import translation_perms
+
+    theta = np.asarray(site_phases, np.float64)
+    for perm in translation_perms(lattice.shape, int(getattr(lattice, "n_basis", 1))):
+        shift = np.angle(np.exp(1j * (theta[perm] - theta)))
+        if np.ptp(np.angle(np.exp(1j * (shift - shift[0])))) > 1e-9:
+            raise ValueError("site_phases: a translation changes the phase rule by more than a constant, so "
+                             "the translation-invariant network would not be; give phases that every "
+                             "translation shifts by one angle (e.g. sublattice_phases)")
+
+
 def _lattice_name(lattice) -> str:
     return getattr(lattice, "name", None) or repr(lattice)
 
@@ -151,6 +192,7 @@ def make_conv_nqs(
     signed: bool = False,
     norm: str = "none",
     final_scale: float | None = None,
+    site_phases=None,
 ):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
 
@@ -184,6 +226,14 @@ def make_conv_nqs(
         sign rule needs an order-one value: there the uniform state of the Sz = 0 sector
         is a member of the ferromagnetic multiplet, the highest eigenstate, where the
         energy gradient vanishes.
+      site_phases: None or a phase rule, one angle per site (see :class:`ConvResNet`; e.g.
+        :func:`sublattice_phases`), applied to ``psi_0`` inside the projection, so the
+        result is in the sector of ``symmetry`` whatever the rule. With a
+        translation-invariant ``psi_0`` every translation must shift the rule by one
+        angle ``c`` (ValueError naming ``site_phases`` otherwise); the images it merges
+        are then equal in the magnetization sectors where ``c * n_down`` is a multiple
+        of ``2 pi`` (for the 120-degree rule: ``n_down`` divisible by 3), which the
+        caller chooses (:class:`~quantax_lite.recipes.Recipe` checks it).
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
@@ -212,7 +262,10 @@ def make_conv_nqs(
     if final_scale is not None:
         arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
-                      complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis, **arch)
+                      complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis,
+                      site_phases=site_phases, **arch)
+    if base.site_phases is not None and readout == "sum":
+        _check_phases_covariant(lattice, base.site_phases)
     if table is None:
         return base
     if readout == "sum" and merged is not None and tuning.current().merge_translations:
