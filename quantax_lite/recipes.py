@@ -511,10 +511,8 @@ def _phase_rule_fits(lattice) -> bool:
         theta = sublattice_phases(lattice)
     except ValueError:
         return False
-    down = np.zeros(lattice.n_sites)
-    down[: lattice.n_sites // 2] = 1  # any Sz = 0 configuration: the shift is c * n_down
     for perm in translation_perms(lattice.shape, lattice.n_basis):
-        shift = np.exp(1j * (theta[perm] - theta))
+        shift = np.exp(1j * (theta[perm] - theta))  # one factor c per down spin: c ** (N / 2) in Sz = 0
         if not np.allclose(shift, shift[0]) or abs(shift[0] ** (lattice.n_sites // 2) - 1) > 1e-9:
             return False
     return True
