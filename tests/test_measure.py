@@ -238,8 +238,9 @@ def test_load_run_and_params_only_files(trained, loaded, tmp_path):
     from quantax_lite import Recipe, load_params, save_params
 
     out, _ = trained
+    # the run records the phase rule that auto picked (none on a chain), not "auto"
     assert loaded.recipe == Recipe(lattice="chain:8", channels=4, depth=1, samples=64, chains=16, lr=0.05,
-                                   eval_samples=256, seed=5)
+                                   eval_samples=256, seed=5, phase_rule="none")
     assert int(loaded.state.iteration) == 3 and loaded.path == list_checkpoints(out)[0]
     with np.load(loaded.path) as data:  # the checkpoint's first leaves are the parameters
         leaves = jax.tree_util.tree_leaves(loaded.state.params)
