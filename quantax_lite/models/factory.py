@@ -125,19 +125,34 @@ def sublattice_phases(lattice) -> np.ndarray:
     return 2 * np.pi * labels / 3.0
 
 
+def translation_phase_factors(lattice, site_phases):
+    """What each translation does to the phase rule ``exp(i sum_{down} theta)``.
+
+    ``(n_translations,)`` complex: the factor ``c`` such that translating the rule
+    multiplies it by ``c ** n_down`` (one per translation, in the order of
+    ``translation_perms``), or None if some translation shifts the angles of different
+    sites by different amounts (the rule is then not covariant).
+    """
+    from .symmetrize import translation_perms
+
+    theta = np.asarray(site_phases, np.float64)
+    factors = []
+    for perm in translation_perms(lattice.shape, int(getattr(lattice, "n_basis", 1))):
+        shift = np.exp(1j * (theta[perm] - theta))
+        if not np.allclose(shift, shift[0], rtol=0.0, atol=1e-9):
+            return None
+        factors.append(shift[0])
+    return np.asarray(factors)
+
+
 def _check_phases_covariant(lattice, site_phases) -> None:
     """A translation-invariant (``readout="sum"``) network with ``site_phases`` stays
     translation-covariant only when every translation shifts the phase rule by a constant
     (a factor ``exp(i c n_down)``); ValueError naming ``site_phases`` otherwise."""
-    from .symmetrize import translation_perms
-
-    theta = np.asarray(site_phases, np.float64)
-    for perm in translation_perms(lattice.shape, int(getattr(lattice, "n_basis", 1))):
-        shift = np.angle(np.exp(1j * (theta[perm] - theta)))
-        if np.ptp(np.angle(np.exp(1j * (shift - shift[0])))) > 1e-9:
-            raise ValueError("site_phases: a translation changes the phase rule by more than a constant, so "
-                             "the translation-invariant network would not be; give phases that every "
-                             "translation shifts by one angle (e.g. sublattice_phases)")
+    if translation_phase_factors(lattice, site_phases) is None:
+        raise ValueError("site_phases: a translation changes the phase rule by more than a constant, so "
+                         "the translation-invariant network would not be; give phases that every "
+                         "translation shifts by one angle (e.g. sublattice_phases)")
 
 
 def _lattice_name(lattice) -> str:
