@@ -181,6 +181,8 @@ def train(args) -> dict:
     # the rule 'auto' picks, so that a run made before the option existed (no rule) resumes
     # where auto still means none, and is refused (naming --phase-rule) where it would not
     config["phase_rule"] = recipe.phase_rule_kind()
+    if not recipe.has_momentum():  # no choice to record: a run of any version at k = 0 resumes
+        config.pop("momentum_readout", None)
     if main:
         _usage(check_writable, out)
     with lock_run_folder(out) if main else contextlib.nullcontext():  # process 0 owns the folder
@@ -212,7 +214,8 @@ def _train(args, recipe, out, config, main) -> dict:
                    precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
                    momentum=None if recipe.momentum is None else list(recipe.momentum),
                    spin_parity=recipe.spin_parity, rotation_parity=recipe.rotation_parity,
-                   phase_rule=recipe.phase_rule_kind(r.lattice))
+                   phase_rule=recipe.phase_rule_kind(r.lattice),
+                   momentum_readout=getattr(r.model, "base", r.model).readout if recipe.has_momentum() else None)
     t0 = time.perf_counter()
     records = []
     try:

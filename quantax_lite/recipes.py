@@ -38,6 +38,7 @@ AMPLITUDES = ("auto", "positive", "signed", "complex")
 PHASE_RULES = ("auto", "none", "120")
 PRECISIONS = ("f32", "f64")
 NORMS = ("none", "layer")
+MOMENTUM_READOUTS = ("plane_wave", "origin")
 
 # Literature ground-state energies (spin-1/2 units, periodic) of lattices too large for
 # exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
@@ -51,7 +52,7 @@ MAX_ED_SITES = 20
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
-                          "phase_rule": "none"}
+                          "phase_rule": "none", "momentum_readout": "origin"}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -208,6 +209,12 @@ class Recipe:
                                          "mirror as its rotation part; the ground states of triangular:4x3, "
                                          "kagome:2x2 and kagome:2x3 are odd under the rotation by pi) "
                                          "(default: +1)", (1, -1))
+    momentum_readout: str = _field("plane_wave", str, "network", "how the network carries a nonzero momentum: "
+                                   "plane_wave, log psi_0 = sum_r a_r + log sum_r exp(i k.R_r + b_r) over the "
+                                   "cells r, a momentum eigenstate whose log-amplitude is a sum over the lattice "
+                                   "(complex networks; signed ones use origin); origin, log psi_0 = the output "
+                                   "of one cell, summed over the translations with their characters (the "
+                                   "network of runs made before this option)", MOMENTUM_READOUTS)
     depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size; 4 on "
                                "triangular and kagome)")
     channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size; 16 on "
@@ -249,6 +256,7 @@ class Recipe:
         parse_symmetry(self.symmetry)
         _choice(self.amplitude, "amplitude", AMPLITUDES)
         _choice(self.phase_rule, "phase_rule", PHASE_RULES)
+        _choice(self.momentum_readout, "momentum_readout", MOMENTUM_READOUTS)
         _choice(self.precision, "precision", PRECISIONS)
         _choice(self.norm, "norm", NORMS)
         if self.hamiltonian != "j1j2" and self.J2 is not None:
@@ -350,6 +358,10 @@ class Recipe:
             raise ValueError(f"phase_rule: '120' needs three sublattices that colour every nearest-neighbour bond "
                              f"of {lattice.name} (triangular clusters: both extents divisible by 3; kagome); "
                              "use 'none' or 'auto'.")
+
+    def has_momentum(self) -> bool:
+        """Whether the sector has a nonzero momentum (where ``momentum_readout`` matters)."""
+        return self.momentum is not None and any(int(m) != 0 for m in np.atleast_1d(self.momentum))
 
     def phase_rule_kind(self, lattice=None) -> str:
         """'120' or 'none': ``phase_rule``, or what 'auto' picks for ``lattice``."""
@@ -566,9 +578,10 @@ def _network(recipe: Recipe, lattice, ham, group, kind: str):
     from .models import make_conv_nqs
 
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
+    readout = "origin" if recipe.momentum_readout == "origin" and recipe.has_momentum() else None
     return make_conv_nqs(
         lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
-        dtype=dtype, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
+        dtype=dtype, readout=readout, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
         final_scale=recipe.init_scale(lattice, ham), site_phases=recipe.site_phases(lattice),
     )
 

@@ -196,16 +196,19 @@ def assert_log_close(a, b, atol):
 def test_symmetrized_network_is_the_group_sum_and_lies_in_its_sector(rng, name):
     """Zero momentum, odd inversion and spin parity: the "sum" readout with the images
     merged by cell translations (G / n_cells of them); a nonzero momentum (with spin
-    inversion): the "origin" readout over every element. Both equal the explicit group sum and transform with the
+    inversion): the "plane_wave" readout, merged the same way, and the "origin" readout
+    over every element. All equal the explicit group sum and transform with the
     characters: log psi(g s) = log psi(s) - log chi_g."""
     lattice = LATTICES[name]()
     for table, readout in ((group(lattice, parity=-1, inversion_char=-1), "sum"),
+                           (group(lattice, momentum=(1, 0)), "plane_wave"),
                            (group(lattice, momentum=(1, 0)), "origin")):
         s = generic_spins(rng, table, 3)
-        model = make_conv_nqs(lattice, table, channels=3, depth=1, kernel_size=3)
+        model = make_conv_nqs(lattice, table, channels=3, depth=1, kernel_size=3,
+                              readout="origin" if readout == "origin" else None)
         assert model.base.readout == readout and model.base.n_basis == lattice.n_basis
         G = len(table.perms)
-        assert model.n_elements == (G // lattice.n_cells if readout == "sum" else G)
+        assert model.n_elements == (G if readout == "origin" else G // lattice.n_cells)
         params = random_params(model, s, rng)
         apply = jax.jit(model.apply)
         log_psi = np.asarray(apply(params, s))

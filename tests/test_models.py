@@ -350,8 +350,13 @@ def test_make_conv_nqs_defaults():
     # readout chosen by the sector; an explicit invariant readout in a k != 0 sector is refused
     chain = Chain(6)
     sym = qsym.translations(chain, momentum=[np.pi])
-    assert make_conv_nqs(chain, sym).base.readout == "origin"
+    pw = make_conv_nqs(chain, sym)
+    assert pw.base.readout == "plane_wave" and pw.n_elements == 1  # a momentum eigenstate: one image
+    assert make_conv_nqs(chain, sym, signed=True).base.readout == "origin"  # signed: no plane wave
+    assert make_conv_nqs(chain, sym, readout="origin").n_elements == 6
     assert make_conv_nqs(chain, qsym.translations(chain)).base.readout == "sum"
+    with pytest.raises(ValueError, match="^readout: 'plane_wave' needs a symmetry that holds every translation"):
+        make_conv_nqs(chain, qsym.spin_inversion(chain), readout="plane_wave")
     with pytest.raises(ValueError, match="readout"):
         make_conv_nqs(chain, sym, readout="sum")
     assert isinstance(make_conv_nqs(chain, None), ConvResNet)

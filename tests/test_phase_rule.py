@@ -74,16 +74,19 @@ def sz0_generic_spins(rng, table, batch):
 @pytest.mark.parametrize("name", ["kagome:2x2", "triangular:6x3"])
 def test_the_rule_is_applied_inside_the_projection(rng, name):
     """psi(s) = sum_g chi_g psi_0(g s) with the rule in psi_0: with images merged by
-    translations (zero momentum, odd spin and inversion parity) and with a nonzero
-    momentum (every element); the result lies in the sector (log psi(g s) = log psi(s) -
-    log chi_g). On the triangular lattice a translation shifts the rule by 2 pi / 3 per
-    down spin: the merge is exact in Sz = 0 with n_down = 9."""
+    translations (zero momentum, odd spin and inversion parity; a nonzero momentum with
+    the plane-wave readout) and over every element (the origin readout); the result lies
+    in the sector (log psi(g s) = log psi(s) - log chi_g). On the triangular lattice a
+    translation shifts the rule by 2 pi / 3 per down spin: the merge is exact in Sz = 0
+    with n_down = 9."""
     lattice = THREE_SUBLATTICES[name]()
     theta = sublattice_phases(lattice)
     for table, readout in ((group(lattice, parity=-1, inversion_char=-1), "sum"),
+                           (group(lattice, momentum=(1, 0)), "plane_wave"),
                            (group(lattice, momentum=(1, 0)), "origin")):
         s = sz0_generic_spins(rng, table, 3)
-        model = make_conv_nqs(lattice, table, channels=2, depth=1, site_phases=theta)
+        model = make_conv_nqs(lattice, table, channels=2, depth=1, site_phases=theta,
+                              readout="origin" if readout == "origin" else None)
         assert model.base.readout == readout and model.base.site_phases is not None
         params = random_params(model, s, rng)
         log_psi = np.asarray(model.apply(params, s))

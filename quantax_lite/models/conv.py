@@ -52,6 +52,7 @@ from jax import lax
 from .. import tuning
 from ..lattice import periodic_site_index, site_coords
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
+from .symmetrize import weighted_logsumexp
 
 __all__ = [
     "periodic_neighbour_table",
@@ -62,7 +63,7 @@ __all__ = [
     "ConvResNet",
 ]
 
-READOUTS = ("sum", "origin")
+READOUTS = ("sum", "origin", "plane_wave")
 NORMS = ("layer", "none")
 
 
@@ -422,7 +423,8 @@ class ConvResNet(nn.Module):
     normalization (``norm``) and activation; a per-position (per-cell) linear readout
     ``C -> 2`` without bias, whose two outputs are the real and imaginary part of the
     position's log-amplitude contribution ``f_r(s)``. Parameter count
-    ``K*B*C + C + depth*(2*K*C**2 + 2*C) + 2*C`` (:func:`~quantax_lite.models.conv_param_count`;
+    ``K*B*C + C + depth*(2*K*C**2 + 2*C) + R*C``, ``R`` the readout outputs (2; 1 for a real
+    network, 4 for ``"plane_wave"``) (:func:`~quantax_lite.models.conv_param_count`;
     ``norm="layer"`` adds ``2*C`` per LayerNorm, ``2*depth + 1`` of them).
 
     The trunk is equivariant under translations by whole cells, so ``f_r(s) = f_0(T_r s)``
@@ -431,7 +433,14 @@ class ConvResNet(nn.Module):
     * ``"sum"``: ``log psi_0(s) = sum_r f_r(s)``, a translation-invariant amplitude (only
       zero-momentum sectors survive translation symmetrization);
     * ``"origin"``: ``log psi_0(s) = f_0(s)``, not translation-invariant; symmetrized over
-      translations it gives ``psi(s) = sum_r chi_r exp(f_r(s))``, any momentum.
+      translations it gives ``psi(s) = sum_r chi_r exp(f_r(s))``, any momentum, but the
+      log-amplitude is no longer a sum over the lattice (one cell's output decides it);
+    * ``"plane_wave"``: two complex outputs per cell, ``a_r`` and ``b_r`` (readout
+      ``C -> 4``), and ``log psi_0(s) = sum_r a_r(s) + log sum_r exp(i phi_r + b_r(s))``
+      with the fixed angles ``phi_r = cell_phases[r]``. With ``phi_r = k . R_r`` (``R_r``
+      the position of cell ``r``) every translation multiplies ``psi_0`` by a phase: a
+      momentum eigenstate by construction whose log-amplitude stays a sum over the
+      lattice, for sectors of nonzero momentum (see ``make_conv_nqs``).
 
     The readout weights start at ``final_scale / sqrt(C)`` standard deviation, so the
     initial state is close to uniform.
@@ -441,7 +450,9 @@ class ConvResNet(nn.Module):
       channels, depth, kernel_size: architecture (``depth`` may be 0).
       dtype: parameter and compute dtype, ``jnp.float32`` or ``jnp.float64`` (outputs
         complex64 / complex128).
-      readout: ``"sum"`` or ``"origin"``.
+      readout: ``"sum"``, ``"origin"`` or ``"plane_wave"``.
+      cell_phases: with ``readout="plane_wave"``, one angle (radians) per cell (default: all
+        0); not allowed with the other readouts.
       activation: elementwise nonlinearity (default GELU).
       norm: ``"none"`` (default) or ``"layer"``: a LayerNorm over the channels before
         every activation. On CPUs the LayerNorm costs about as much as the rest of a
@@ -489,6 +500,7 @@ class ConvResNet(nn.Module):
     norm: str = "none"
     n_basis: int = 1
     site_phases: Any = None
+    cell_phases: Any = None
 
     def __post_init__(self):
         object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
@@ -503,6 +515,13 @@ class ConvResNet(nn.Module):
             raise ValueError(f"norm: expected one of {NORMS}, got {self.norm!r}")
         if self.signed and not self.complex_output:
             raise ValueError("signed: needs complex_output=True (log psi of a negative psi is complex)")
+        if self.readout == "plane_wave":
+            if self.signed or not self.complex_output:
+                raise ValueError("readout: 'plane_wave' needs a complex network (complex_output=True, signed=False)")
+            phases = np.zeros(self.n_cells) if self.cell_phases is None else self.cell_phases
+            object.__setattr__(self, "cell_phases", _site_phases(phases, self.n_cells, "cell_phases", "cell"))
+        elif self.cell_phases is not None:
+            raise ValueError(f"cell_phases: only the 'plane_wave' readout has cell phases, not {self.readout!r}")
         if self.site_phases is not None:
             object.__setattr__(self, "site_phases", _site_phases(self.site_phases, self.n_sites))
             if self.signed or not self.complex_output:
@@ -528,12 +547,23 @@ class ConvResNet(nn.Module):
         ]
         self.final_norm = _channel_norm(self.norm, dtype, self._channel_major)
         self.readout_dense = nn.Dense(
-            2 if self.complex_output else 1,
+            self._n_outputs,
             use_bias=False,
             dtype=dtype,
             param_dtype=dtype,
-            kernel_init=nn.initializers.normal(self.final_scale / np.sqrt(self.channels)),
+            kernel_init=self._readout_init,
         )
+
+    def _readout_init(self, key, shape, dtype):
+        """Normal, ``final_scale / sqrt(C)``; with ``"plane_wave"`` the a_r outputs start at 0,
+        so the initial state is that of the ``"origin"`` readout with the same b_r."""
+        w = nn.initializers.normal(self.final_scale / np.sqrt(self.channels))(key, shape, dtype)
+        return w.at[:, :2].set(0) if self.readout == "plane_wave" else w
+
+    @property
+    def _n_outputs(self) -> int:
+        """Readout outputs per cell."""
+        return 4 if self.readout == "plane_wave" else 2 if self.complex_output else 1
 
     @property
     def _channel_major(self) -> bool:
@@ -569,17 +599,18 @@ class ConvResNet(nn.Module):
 
     def position_outputs(self, s):
         """Readout outputs per position (cell), ``(batch, n_cells, 2)`` real (``(batch, n_cells)``
-        with ``complex_output=False``)."""
+        with ``complex_output=False``, ``(batch, n_cells, 4)`` with ``readout="plane_wave"``)."""
         x = self._channels_last(self.activation(self.final_norm(self._trunk(s))))
         if not self.complex_output:
             return self.readout_dense(x).reshape(x.shape[0], self.n_cells)
-        return self.readout_dense(x).reshape(x.shape[0], self.n_cells, 2)
+        return self.readout_dense(x).reshape(x.shape[0], self.n_cells, self._n_outputs)
 
     def position_log_amplitudes(self, s):
         """Per-position (per-cell) log-amplitude contributions ``f_r(s)``, ``(batch, n_cells)`` complex
         (real with ``complex_output=False``). Not defined for ``signed`` networks."""
-        if self.signed:
-            raise ValueError("position_log_amplitudes: a signed network has no per-position log-amplitudes")
+        if self.signed or self.readout == "plane_wave":
+            raise ValueError(f"position_log_amplitudes: a {'signed' if self.signed else 'plane_wave'} network has "
+                             "no per-position log-amplitudes")
         out = self.position_outputs(s)
         if not self.complex_output:
             return out
@@ -590,8 +621,14 @@ class ConvResNet(nn.Module):
             out = self.position_outputs(s)
             pick = (lambda x: x.sum(axis=-1)) if self.readout == "sum" else (lambda x: x[:, 0])
             return _signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
-        f = self.position_log_amplitudes(s)
-        log_psi = f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
+        if self.readout == "plane_wave":
+            out = self.position_outputs(s)
+            a, b = (lax.complex(out[..., i], out[..., i + 1]) for i in (0, 2))
+            log_psi = a.sum(axis=-1) + weighted_logsumexp(b, np.exp(1j * np.asarray(self.cell_phases)))
+            log_psi = log_psi.astype(complex_dtype(self.dtype))
+        else:
+            f = self.position_log_amplitudes(s)
+            log_psi = f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
         if self.site_phases is None:
             return log_psi
         theta = jnp.asarray(self.site_phases, jnp.real(log_psi).dtype)
@@ -600,14 +637,14 @@ class ConvResNet(nn.Module):
         return log_psi + lax.complex(jnp.zeros_like(phase), phase)
 
 
-def _site_phases(phases, n_sites: int) -> tuple:
+def _site_phases(phases, n_sites: int, name: str = "site_phases", per: str = "site") -> tuple:
     """``phases`` as a tuple of ``n_sites`` finite floats (hashable: a module attribute)."""
     try:
         a = np.asarray(phases, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"site_phases: expected {n_sites} real angles, got {phases!r}") from None
+        raise TypeError(f"{name}: expected {n_sites} real angles, got {phases!r}") from None
     if a.shape != (n_sites,) or not np.all(np.isfinite(a)):
-        raise ValueError(f"site_phases: expected {n_sites} finite angles (one per site), got shape {a.shape}")
+        raise ValueError(f"{name}: expected {n_sites} finite angles (one per {per}), got shape {a.shape}")
     return tuple(a.tolist())
 
 

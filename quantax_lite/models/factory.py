@@ -61,15 +61,17 @@ def count_params(params) -> int:
 
 def conv_param_count(
     ndim: int, channels: int, depth: int, kernel_size: int, complex_output: bool = True, norm: str = "none",
-    n_basis: int = 1,
+    n_basis: int = 1, readout: str = "sum",
 ) -> int:
     """Parameter count of :class:`ConvResNet`: ``K*B*C + C + depth*(2*K*C**2 + 2*C) + R*C``
     with ``K = kernel_size**ndim``, ``C = channels``, ``B = n_basis`` input channels (sites
-    per unit cell) and ``R = 2`` readout outputs (1 for a real network); ``norm="layer"``
-    adds ``2*C`` for each of the ``2*depth + 1`` LayerNorms."""
+    per unit cell) and ``R = 2`` readout outputs (1 for a real network, 4 with
+    ``readout="plane_wave"``); ``norm="layer"`` adds ``2*C`` for each of the ``2*depth + 1``
+    LayerNorms."""
     K, C, B = kernel_size**ndim, channels, n_basis
     n_norms = 2 * depth + 1 if norm == "layer" else 0
-    return K * B * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + (2 if complex_output else 1) * C
+    R = 4 if readout == "plane_wave" else 2 if complex_output else 1
+    return K * B * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + R * C
 
 
 # lattices whose nearest-neighbour Heisenberg ground state has a sign structure beyond
@@ -143,6 +145,35 @@ def translation_phase_factors(lattice, site_phases):
             return None
         factors.append(shift[0])
     return np.asarray(factors)
+
+
+def plane_wave_phases(lattice, symmetry_table):
+    """The cell phases and translation factors of the ``"plane_wave"`` readout in the
+    momentum sector of ``symmetry_table`` (``(perms, flips, characters)``), or None.
+
+    Returns ``(phi, lam)``: ``phi`` ``(n_cells,)`` angles with ``exp(i phi_{cell(T_r 0)})``
+    the character ``chi_r`` of the translation ``T_r`` (``translation_perms`` order), so
+    that the readout's ``psi_0`` obeys ``psi_0(T_r s) = lam_r psi_0(s)`` with
+    ``lam_r = conj(chi_r)`` and every coset of the translations adds up in the projection.
+    None when the table lacks a translation (without spin flip) or its characters are
+    not those of a momentum (modulus 1, ``chi_{r + r'} = chi_r chi_{r'}``).
+    """
+    from .symmetrize import translation_perms
+
+    perms, flips, chars = symmetry_table
+    n_basis = int(getattr(lattice, "n_basis", 1))
+    T = translation_perms(lattice.shape, n_basis)
+    found = {(tuple(p), int(f)): complex(c) for p, f, c in zip(np.asarray(perms).tolist(), np.asarray(flips).tolist(),
+                                                                 np.asarray(chars))}
+    chi = np.array([found.get((tuple(t), 1), 0j) for t in T.tolist()])
+    if not np.allclose(np.abs(chi), 1.0, rtol=0.0, atol=1e-9):
+        return None
+    w = np.zeros(T.shape[1] // n_basis, np.complex128)
+    w[T[:, 0] // n_basis] = chi  # the cell that T_r brings to the origin
+    moved = T[:, ::n_basis] // n_basis  # moved[r, u]: the cell whose features T_r brings to cell u
+    if not np.allclose(w[moved], chi[:, None] * w[None, :], rtol=0.0, atol=1e-9):
+        return None
+    return np.angle(w), np.conj(chi)
 
 
 def _check_phases_covariant(lattice, site_phases) -> None:
@@ -221,12 +252,15 @@ def make_conv_nqs(
       channels, depth, kernel_size: architecture; None takes
         :func:`default_conv_architecture`.
       dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
-      readout: ``"sum"`` (translation-invariant ``psi_0``), ``"origin"``, or None: ``"sum"``
-        unless the characters cancel on every class of translated elements (a
-        nonzero-momentum sector), then ``"origin"``. With ``"sum"``, group elements that
-        differ by a translation by whole cells give the same image, and the network is
-        evaluated on one image per coset (:func:`merge_translation_images`; same log psi
-        up to rounding).
+      readout: ``"sum"`` (translation-invariant ``psi_0``), ``"plane_wave"`` (``psi_0`` a
+        momentum eigenstate, with the momentum of the translations in ``symmetry``),
+        ``"origin"``, or None: ``"sum"`` unless the characters cancel on every class of
+        translated elements (a nonzero-momentum sector), then ``"plane_wave"`` for a
+        complex network whose ``symmetry`` holds every translation with characters of
+        modulus 1 (a momentum), else ``"origin"``. With ``"sum"`` and ``"plane_wave"``,
+        group elements that differ by a translation by whole cells give the same image up
+        to a known factor, and the network is evaluated on one image per coset
+        (:func:`merge_translation_images`; same log psi up to rounding).
 
       complex_output: complex log-amplitudes (default); False: a positive wavefunction
         (real log psi) for sign-free ground states, only in a sector whose characters
@@ -257,7 +291,7 @@ def make_conv_nqs(
     arch = default_conv_architecture(lattice)
     arch.update({k: v for k, v in dict(channels=channels, depth=depth, kernel_size=kernel_size).items() if v is not None})
     n_basis = int(getattr(lattice, "n_basis", 1))
-    merged = None
+    merged, cell_phases = None, None
     if table is not None and readout in (None, "sum"):
         try:
             merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis)
@@ -265,9 +299,18 @@ def make_conv_nqs(
             if readout == "sum":
                 raise ValueError(
                     "readout: 'sum' gives a translation-invariant psi_0, which vanishes in this "
-                    "nonzero-momentum sector; use readout='origin'"
+                    "nonzero-momentum sector; use readout='plane_wave' or 'origin'"
                 ) from None
-            readout = "origin"
+            plane = plane_wave_phases(lattice, table) if complex_output and not signed else None
+            readout = "origin" if plane is None else "plane_wave"
+    elif table is not None and readout == "plane_wave":
+        plane = plane_wave_phases(lattice, table)
+        if plane is None:
+            raise ValueError("readout: 'plane_wave' needs a symmetry that holds every translation by whole cells, "
+                             "with characters of modulus 1 (a momentum sector)")
+    if table is not None and readout == "plane_wave":
+        cell_phases, factors = plane
+        merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis, translation_factors=factors)
     readout = readout or "sum"
     if not complex_output and table is not None and not np.all(np.asarray(table[2]) == 1):
         raise ValueError(
@@ -278,12 +321,12 @@ def make_conv_nqs(
         arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
     base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
                       complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis,
-                      site_phases=site_phases, **arch)
-    if base.site_phases is not None and readout == "sum":
+                      site_phases=site_phases, cell_phases=cell_phases, **arch)
+    if base.site_phases is not None and readout in ("sum", "plane_wave"):
         _check_phases_covariant(lattice, base.site_phases)
     if table is None:
         return base
-    if readout == "sum" and merged is not None and tuning.current().merge_translations:
+    if merged is not None and tuning.current().merge_translations:
         return Symmetrized(base, *merged)
     return Symmetrized(base, *table)
 

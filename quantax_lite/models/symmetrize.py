@@ -158,34 +158,44 @@ def translation_perms(shape, n_basis: int = 1) -> np.ndarray:
 
 
 def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT,
-                             n_basis: int = 1):
-    """Merge the group elements a translation-invariant base network cannot tell apart.
+                             n_basis: int = 1, translation_factors=None):
+    """Merge the group elements a translation-covariant base network cannot tell apart.
 
     ``shape``: the grid of unit cells, ``n_basis`` sites per cell (:func:`translation_perms`).
-    If ``psi_0(T s) = psi_0(s)`` for every translation ``T`` by whole cells (e.g.
-    :class:`ConvResNet` with ``readout="sum"``), elements ``g`` and ``T g`` give the same ``psi_0``: the sum
-    ``sum_g chi_g psi_0(g s)`` equals ``sum_c w_c psi_0(r_c s)`` over the classes
-    ``c = {T g}`` with representative ``r_c`` and weight ``w_c = sum_{g in c} chi_g``.
+    If ``psi_0(T_r s) = lambda_r psi_0(s)`` for every translation ``T_r`` by whole cells
+    (``translation_factors``: the ``(n_translations,)`` complex ``lambda_r`` in the order of
+    :func:`translation_perms`; default all 1, a translation-invariant base such as
+    :class:`ConvResNet` with ``readout="sum"``), elements ``g`` and ``T_r g`` give the same
+    ``psi_0`` up to ``lambda_r``: the sum ``sum_g chi_g psi_0(g s)`` equals
+    ``sum_c w_c psi_0(r_c s)`` over the classes ``c = {T_r g}`` with representative
+    ``r_c`` and weight ``w_c = sum_{T_r r_c in c} chi_{T_r r_c} lambda_r``.
     Classes whose weight vanishes (below ``atol`` times the largest ``|chi|``) are dropped.
 
     Returns ``(perms, flips, weights)`` of the representatives; for the full space group
     of an ``L x L`` lattice (all characters 1) that is ``G / L**2`` elements of weight
-    ``L**2`` (of an ``L1 x L2`` grid of cells, ``G / (L1 L2)`` of weight ``L1 L2``). Raises ValueError if every weight vanishes (a nonzero-momentum sector: a
-    translation-invariant base cannot represent it).
+    ``L**2`` (of an ``L1 x L2`` grid of cells, ``G / (L1 L2)`` of weight ``L1 L2``). Raises
+    ValueError if every weight vanishes (e.g. a nonzero-momentum sector with a
+    translation-invariant base).
     """
     shape = lattice_shape(shape, "shape")
     n_basis = positive_int(n_basis, "n_basis")
     perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)) * n_basis)
     T = translation_perms(shape, n_basis)
+    factors = np.ones(T.shape[0], np.complex128)
+    if translation_factors is not None:
+        factors = np.asarray(translation_factors, np.complex128)
+        if factors.shape != (T.shape[0],) or not np.all(np.isfinite(factors)):
+            raise ValueError(f"translation_factors: expected {T.shape[0]} finite numbers, one per translation")
     classes: dict = {}
     order = []
     for g in range(perms.shape[0]):
         translated = perms[g][T]  # the perms of T_r o g for every r: (T_r (g s))[i] = (g s)[T[r, i]]
         key = (int(flips[g]), min(map(tuple, translated.tolist())))
-        if key not in classes:
-            classes[key] = [g, 0j]
+        if key not in classes:  # g represents its class; T_r g is found by its perm
+            classes[key] = [g, 0j, {row: r for r, row in enumerate(map(tuple, translated.tolist()))}]
             order.append(key)
-        classes[key][1] += characters[g]
+        rep = classes[key]
+        rep[1] += characters[g] * factors[rep[2][tuple(perms[g].tolist())]]
     scale = np.abs(characters).max()
     reps = [classes[k] for k in order if abs(classes[k][1]) > atol * scale]
     if not reps:
@@ -193,6 +203,6 @@ def merge_translation_images(shape, perms, flips=None, characters=None, atol: fl
             "characters: the weights of every translation class cancel (a nonzero-momentum "
             "sector); a translation-invariant base network cannot represent it"
         )
-    idx = np.array([g for g, _ in reps])
-    weights = np.array([w for _, w in reps], np.complex128)
+    idx = np.array([g for g, _, _ in reps])
+    weights = np.array([w for _, w, _ in reps], np.complex128)
     return perms[idx], flips[idx], weights
