@@ -805,7 +805,10 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
                          "rebuild its driver and use vmc.load_latest_checkpoint.")
     names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
     fields = {**FIELDS_OF_EARLIER_RUNS, **{k: v for k, v in config.items() if k in names}}
-    return Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget), path, metadata
+    recipe = Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget)
+    if "momentum_readout" not in config and not recipe.has_momentum():  # at k = 0 no choice is recorded
+        recipe = dataclasses.replace(recipe, momentum_readout=Recipe.momentum_readout)
+    return recipe, path, metadata
 
 
 def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:

@@ -144,6 +144,20 @@ def test_time_limit_stops_with_a_checkpoint_and_resume_continues(tmp_path, capsy
     assert summary["stopped_at_time_limit"] is True and summary["iterations"] == 1 and len(_log(staged)) == 1
 
 
+def edit_run_config(out, edit) -> dict:
+    """Apply ``edit(config)`` to the options recorded in the first checkpoint of the run in
+    ``out`` (to make it look like a run of an earlier version); returns the config before."""
+    path = list_checkpoints(out)[0]
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(bytes(arrays["metadata"]).decode())
+    before = dict(meta["config"])
+    edit(meta["config"])
+    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    return before
+
+
 def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     out = str(tmp_path / "run")
     base = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--eval-samples", "64"]
@@ -152,21 +166,19 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert "--lr" in capsys.readouterr().err
     # a run made before --norm existed had LayerNorms: resuming it with the new default
     # names the option rather than failing on the checkpoint's shapes
-    path = list_checkpoints(out)[0]
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    meta = json.loads(bytes(arrays["metadata"]).decode())
-    del meta["config"]["norm"]
-    meta["config"]["gram_precision"] = "float64"  # an option of older runs: a speed choice, not compared
-    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(path, **arrays)
+    def older(config):  # gram_precision: an option of older runs, a speed choice, not compared
+        del config["norm"]
+        config["gram_precision"] = "float64"
+
+    edit_run_config(out, older)
     assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
     assert "--norm none (was layer)" in capsys.readouterr().err
     # nor --phase-rule: a run before it existed had none, which auto still is on a chain
-    del meta["config"]["phase_rule"]
-    meta["config"]["norm"] = "none"
-    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(path, **arrays)
+    def before_the_phase_rule(config):
+        del config["phase_rule"]
+        config["norm"] = "none"
+
+    edit_run_config(out, before_the_phase_rule)
     assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 0
     # a shape-changing option is named too (not a traceback about array shapes)
     assert main(base + ["--iters", "2", "--out", out, "--resume", "--channels", "8", "--norm", "layer"]) == 2
@@ -182,14 +194,7 @@ def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_pat
             "--chains", "32", "--eval-samples", "32", "--no-progress", "--out", out]
     assert main(base + ["--iters", "1", "--phase-rule", "none"]) == 0
     assert json.load(open(os.path.join(out, "summary.json")))["phase_rule"] == "none"
-    path = list_checkpoints(out)[0]
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    meta = json.loads(bytes(arrays["metadata"]).decode())
-    assert meta["config"]["phase_rule"] == "none"
-    del meta["config"]["phase_rule"]
-    arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(path, **arrays)
+    assert edit_run_config(out, lambda config: config.pop("phase_rule"))["phase_rule"] == "none"
     capsys.readouterr()
     assert main(base + ["--iters", "2", "--resume"]) == 2
     err = capsys.readouterr().err
