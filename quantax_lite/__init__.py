@@ -15,8 +15,9 @@ The public API, by topic (each lives in a small module of its own):
 - networks: :func:`make_conv_nqs`, :func:`make_rbm_nqs`, :class:`ConvResNet`, :class:`Symmetrized`,
   :class:`RBM`, :func:`count_params`
 - sampling and statistics: :class:`Sampler`, :class:`TransitionRule` (the contracts),
-  :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`LocalFlip`,
-  :class:`Exchange`, :class:`Mixture`, :func:`statistics`
+  :class:`MetropolisSampler`, :class:`ExactSampler`, :class:`FullSumSampler` (exact sums
+  instead of samples), :class:`LocalFlip`, :class:`Exchange`, :class:`Mixture`,
+  :func:`statistics`, :func:`exact_statistics`
 - observables: :class:`LocalOperator` and :func:`sx`, :func:`sy`, :func:`sz`, :func:`sp`,
   :func:`sm`, :func:`spin_dot`, :func:`bond_sum`, :func:`spin_dot_sum`
   (:mod:`quantax_lite.spin_operators`); :func:`expect`, :func:`spin_correlations`,
@@ -44,11 +45,12 @@ from .operators import (
     BondHamiltonian, Heisenberg, SpinHamiltonian, TransverseFieldIsing, local_energy, make_local_energy,
 )
 from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
+from .sampler import FullSumSampler
 from .preconditioners import Preconditioner
 from .recipes import LoadedRun, Recipe, build, load_run
 from .recipes import switch_stage
 from .sr import natural_gradient, sr_direction
-from .stats import Stats, statistics
+from .stats import Stats, exact_statistics, statistics
 from .spin_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
 from .observables import (
     correlation_vs_distance, dimer_correlations, expect, measure, spin_correlations, structure_factor,
@@ -76,9 +78,9 @@ __all__ = [
     "make_local_energy",
     "ground_state", "ground_state_energy", "exact_expectation",
     "make_conv_nqs", "make_rbm_nqs", "ConvResNet", "Symmetrized", "RBM", "count_params", "kernel_reach",
-    "Sampler", "TransitionRule", "MetropolisSampler", "ExactSampler", "LocalFlip", "Exchange", "Mixture",
+    "Sampler", "TransitionRule", "MetropolisSampler", "ExactSampler", "FullSumSampler", "LocalFlip", "Exchange", "Mixture",
     "per_chain",
-    "Stats", "statistics",
+    "Stats", "statistics", "exact_statistics",
     "LocalOperator", "sx", "sy", "sz", "sp", "sm", "spin_dot", "bond_sum", "spin_dot_sum",
     "expect", "spin_correlations", "structure_factor", "correlation_vs_distance", "dimer_correlations", "measure",
     "jacobian", "make_jacobian", "sr_direction", "natural_gradient",

@@ -199,17 +199,21 @@ def _train(args, recipe, out, config, main) -> dict:
     from .recipes import build
     from .report import finish_run, format_table, summary_of, zero_variance_of_run
     from .report import write_observables
-    from .stats import statistics
+    from .stats import exact_statistics, statistics
     from .vmc import Diverged, load_latest_checkpoint
 
     r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
     state = load_latest_checkpoint(out, r.state)[0] if args.resume else r.state
+    exact_sum = recipe.sampling == "exact_sum"
     if main and not args.no_progress:
-        print(f"quantax-lite: {r.hamiltonian!r}, {r.n_params} parameters, {recipe.samples} samples/step, "
+        per_step = (f"exact sums over {r.sampler.n_representatives} orbits ({r.sampler.n_states} configurations)"
+                    if exact_sum else f"{recipe.samples} samples/step")
+        print(f"quantax-lite: {r.hamiltonian!r}, {r.n_params} parameters, {per_step}, "
               f"{jax.device_count()} device(s); writing {out}", file=sys.stderr)
     summary = dict(lattice=r.lattice.name, hamiltonian=args.hamiltonian, n_sites=r.lattice.n_sites,
-                   n_params=r.n_params, n_samples=recipe.samples, n_eval_samples=recipe.n_eval_samples,
+                   n_params=r.n_params, sampling=recipe.sampling, n_samples=r.vmc.n_samples,
+                   n_eval_samples=None if exact_sum else recipe.n_eval_samples,
                    exact_energy=exact, device_count=jax.device_count(), process_count=jax.process_count(),
                    precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
                    momentum=None if recipe.momentum is None else list(recipe.momentum),
@@ -235,14 +239,19 @@ def _train(args, recipe, out, config, main) -> dict:
     span = [r_["wall_time_s"] for r_ in records]
     per_iteration = (span[-1] - span[0]) / (len(span) - 1) if len(span) > 1 else (span[0] if span else None)
     try:  # the energy_estimate of vmc, keeping its samples for the observables
-        samples, log_psi_s, e_loc, chains = draw_samples(r.vmc, state.sampler, state.params,
-                                                         recipe.n_eval_samples)
+        if exact_sum:
+            samples, log_psi_s, weights = r.sampler.probabilities(state.params)
+            stats = exact_statistics(r.vmc.local_energies(state.params, samples, log_psi_s), weights)
+        else:
+            samples, log_psi_s, e_loc, chains = draw_samples(r.vmc, state.sampler, state.params,
+                                                             recipe.n_eval_samples)
+            state, weights, stats = state._replace(sampler=chains), None, statistics(e_loc)
     except MemoryBudgetError as err:  # a resumed run that has no step left to take
         raise UsageError(_as_option(str(err))) from None
-    state = state._replace(sampler=chains)
-    summary.update(iterations=int(state.iteration), **summary_of(statistics(e_loc), r.lattice.n_sites, exact))
+    summary.update(iterations=int(state.iteration), **summary_of(stats, r.lattice.n_sites, exact))
     if not summary["diverged"] and args.measure:  # every observable, the table's from them
-        obs = measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size)
+        obs = (measure_samples(r, state.params, *every_configuration(r, state.params), chunk_size=recipe.chunk_size)
+               if exact_sum else measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size))
         obs["run"] = _provenance(recipe, int(state.iteration), "final estimate of train", exact)
         spp, m2 = obs["s_pi_pi"], obs["staggered_magnetization_sq"]
         summary.update(s_pi_pi=spp["mean"], s_pi_pi_error=spp["error"], staggered_magnetization_sq=m2["mean"],
@@ -250,7 +259,7 @@ def _train(args, recipe, out, config, main) -> dict:
         if main:
             write_observables(out, obs, f"{summary['hamiltonian']} {summary['lattice']}")
     elif not summary["diverged"]:
-        summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size))
+        summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size, weights))
     summary.update(wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
     if main and not summary["diverged"]:
         summary["zero_variance_extrapolation"] = zero_variance_of_run(out)
@@ -354,10 +363,13 @@ def _observable_chunk(chunk_size):
     return None if chunk_size in (None, "auto") else chunk_size
 
 
-def _order_parameter(r, params, samples, chunk_size) -> dict:
+def _order_parameter(r, params, samples, chunk_size, weights=None) -> dict:
     """S(pi, pi) and m^2 for the summary table, from the first samples of every chain of
     the final estimate: as many as cost about the energy estimate's network evaluations
-    (a pair correlation costs one evaluation per pair, the energy one per bond)."""
+    (a pair correlation costs one evaluation per pair, the energy one per bond). With
+    ``weights`` (exact sums) from every row: both are sums over all pairs, invariant under
+    the run's group, so their local values are the same on every configuration of an orbit
+    and the orbit representatives with their weights give them exactly."""
     import math
 
     from .observables import spin_correlations, staggered_magnetization_sq
@@ -366,27 +378,50 @@ def _order_parameter(r, params, samples, chunk_size) -> dict:
     n_chains, n_sites = r.sampler.n_chains, r.lattice.n_sites
     if getattr(r.lattice, "n_sublattices", 2) != 2:  # no staggered pattern
         return {"s_pi_pi": None, "staggered_magnetization_sq": None}
-    per = samples.shape[0] // n_chains
-    keep = min(per, max(1, math.ceil(per * r.hamiltonian.max_conn / (n_sites * (n_sites - 1) / 2))))
-    subset = samples.reshape(n_chains, per, n_sites)[:, :keep].reshape(n_chains * keep, n_sites)
+    if weights is None:
+        per = samples.shape[0] // n_chains
+        keep = min(per, max(1, math.ceil(per * r.hamiltonian.max_conn / (n_sites * (n_sites - 1) / 2))))
+        subset = samples.reshape(n_chains, per, n_sites)[:, :keep].reshape(n_chains * keep, n_sites)
+    else:
+        subset = samples
     log_psi, _ = physical_basis(r.model.apply, r.hamiltonian)
-    corr = spin_correlations(log_psi, params, subset, n_chains=n_chains, chunk_size=_observable_chunk(chunk_size))
+    corr = spin_correlations(log_psi, params, subset, n_chains=n_chains, chunk_size=_observable_chunk(chunk_size),
+                             weights=weights)
     (s, s_err), (m2, m2_err) = staggered_magnetization_sq(corr, r.lattice)
     finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
     return {"s_pi_pi": finite(s), "s_pi_pi_error": finite(s_err), "staggered_magnetization_sq": finite(m2),
             "staggered_magnetization_sq_error": finite(m2_err), "n_observable_samples": int(subset.shape[0])}
 
 
-def measure_samples(r, params, samples, *, chunk_size=None, dimers: bool = True) -> dict:
+def measure_samples(r, params, samples, weights=None, *, chunk_size=None, dimers: bool = True) -> dict:
     """:func:`quantax_lite.observables.measure` of the run ``r`` (a :class:`~quantax_lite.recipes.Run`)
-    on chain-major ``samples`` of its chains, in the plain spin basis
+    on chain-major ``samples`` of its chains, or on configurations with exact ``weights``
+    (:func:`every_configuration`), in the plain spin basis
     (:func:`~quantax_lite.recipes.physical_basis`), energies in the run's units."""
     from .observables import measure
     from .recipes import physical_basis
 
     log_psi, hamiltonian = physical_basis(r.model.apply, r.hamiltonian)
-    return measure(log_psi, params, samples, r.lattice, hamiltonian=hamiltonian, n_chains=r.sampler.n_chains,
-                   chunk_size=_observable_chunk(chunk_size), dimers=dimers)
+    return measure(log_psi, params, samples, r.lattice, hamiltonian=hamiltonian,
+                   n_chains=1 if weights is not None else r.sampler.n_chains,
+                   chunk_size=_observable_chunk(chunk_size), dimers=dimers, weights=weights)
+
+
+def every_configuration(r, params):
+    """(every configuration of the sector of an exact_sum run ``r``, int8 (n, n_sites); their
+    weights |psi|^2 / Z (n,)): what observables that are not invariant under the run's group
+    (single pair correlations) are summed over, exactly."""
+    import numpy as np
+
+    from .sampler import FullSumSampler
+
+    every = FullSumSampler(r.model.apply, r.lattice.n_sites, total_sz=r.sampler.total_sz,
+                           chunk_size=r.sampler.chunk_size, max_states=r.sampler.max_states)
+    states, _, weights = every.probabilities(params)
+    # the sector's psi vanishes on some configurations of the magnetization sector: leave them out
+    keep = np.asarray(weights) > 1e-12 * float(np.max(weights))
+    weights = np.asarray(weights)[keep]
+    return np.asarray(states)[keep], weights / weights.sum()
 
 
 def _provenance(recipe, iteration: int, source: str, exact) -> dict:
@@ -412,20 +447,30 @@ def measure_run(args) -> dict:
     jax.config.update("jax_enable_x64", True)
     out = args.out
     recipe = _usage(recipe_of_run, out)[0]  # names --out before the lock creates anything
+    exact_sum = recipe.sampling == "exact_sum"
+    if exact_sum and args.samples is not None:
+        raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
+                         "samples; leave --samples out.")
     n = args.samples or recipe.n_eval_samples
     chains, block = recipe.chains or default_chains(recipe.samples, jax.device_count()), min(n, recipe.samples)
-    if n % block or block % chains:
+    if not exact_sum and (n % block or block % chains):
         raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
                          f"{recipe.samples} samples per step when larger.")
     with lock_run_folder(out):
         loaded = _usage(load_run, out, chunk_size=args.chunk_size, memory_budget=args.memory_budget)
         r, state = loaded.run, loaded.state
         if not args.no_progress:
-            print(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {n} fresh samples on "
-                  f"{chains} chains, {jax.device_count()} device(s)", file=sys.stderr)
-        fresh = r.sampler.init(jax.random.PRNGKey(args.seed), state.params, initial_states=state.sampler.states)
-        samples = draw_samples(r.vmc, fresh, state.params, n, local_energies=False)[0]  # thermalized first
-        obs = measure_samples(r, state.params, samples, chunk_size=args.chunk_size, dimers=args.dimers)
+            what = (f"exact sums over {r.sampler.n_states} configurations" if exact_sum
+                    else f"{n} fresh samples on {chains} chains")
+            print(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {what}, "
+                  f"{jax.device_count()} device(s)", file=sys.stderr)
+        if exact_sum:
+            samples, weights = every_configuration(r, state.params)
+        else:
+            fresh = r.sampler.init(jax.random.PRNGKey(args.seed), state.params, initial_states=state.sampler.states)
+            samples = draw_samples(r.vmc, fresh, state.params, n, local_energies=False)[0]  # thermalized first
+            weights = None
+        obs = measure_samples(r, state.params, samples, weights, chunk_size=args.chunk_size, dimers=args.dimers)
         exact = recipe.reference_energy(r.lattice, r.hamiltonian)
         obs["run"] = {**_provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact),
                       "seed": args.seed}

@@ -122,7 +122,8 @@ def zero_variance_from_log(records, fraction: float = 0.25) -> ZeroVarianceFit |
 
     ``records``: ``log.jsonl`` lines (dicts with ``energy``, ``variance`` and
     ``energy_error``); records where any of them is missing or not finite are skipped.
-    Returns None when fewer than :data:`MIN_FIT_POINTS` usable records remain or their
+    A run of exact sums (every ``energy_error`` 0) is fitted with equal weights, its error
+    from the scatter about the line. Returns None when fewer than :data:`MIN_FIT_POINTS` usable records remain or their
     variances are all equal (nothing to extrapolate).
     """
     fraction = finite_number(fraction, "fraction", above=0)
@@ -131,12 +132,15 @@ def zero_variance_from_log(records, fraction: float = 0.25) -> ZeroVarianceFit |
     keys = ("energy", "variance", "energy_error")
     usable = [r for r in records
               if all(isinstance(r.get(k), (int, float)) and math.isfinite(r[k]) for k in keys)
-              and r["energy_error"] > 0]
+              and r["energy_error"] >= 0]
+    exact = bool(usable) and all(r["energy_error"] == 0 for r in usable)
+    usable = usable if exact else [r for r in usable if r["energy_error"] > 0]
     tail = usable[len(usable) - max(int(round(fraction * len(usable))), 0):] if usable else []
     if len(tail) < MIN_FIT_POINTS:
         return None
     columns = {k: [r[k] for r in tail] for k in keys}
     try:
-        return zero_variance_extrapolation(columns["energy"], columns["variance"], columns["energy_error"])
+        return zero_variance_extrapolation(columns["energy"], columns["variance"],
+                                           None if exact else columns["energy_error"])
     except ValueError:  # equal variances: no line
         return None

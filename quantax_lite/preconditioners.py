@@ -10,7 +10,7 @@ The protocol (what a new preconditioner provides):
 
 * ``init(params) -> state``: ``state`` is a pytree (None when stateless); it is part of
   the driver's checkpointed state, so its leaves are arrays.
-* ``update(jac, e_loc, state, *, step, mesh=None) -> (direction, new_state, info)``,
+* ``update(jac, e_loc, state, *, step, mesh=None[, weights]) -> (direction, new_state, info)``,
   jittable, called inside the driver's jitted step:
 
   - ``jac``: (N, P) raw per-sample Jacobian d log psi / d theta (uncentred,
@@ -19,6 +19,9 @@ The protocol (what a new preconditioner provides):
   - ``state``: the state from ``init`` or the last ``update``;
   - ``step``: int32 scalar, the driver's iteration (traced: use it for schedules);
   - ``mesh``: a ``jax.sharding.Mesh`` or None (then ``make_mesh()``, every device);
+  - ``weights`` (only passed with exact sums, :class:`~quantax_lite.sampler.FullSumSampler`;
+    a preconditioner that does not take it cannot run on them): (N,) the rows'
+    probabilities (sum 1) in place of the uniform 1 / N of samples;
   - ``direction``: (P,) float64 (complex128 for complex parameters), a *descent
     direction used like a gradient*: the driver applies ``params - lr * direction``
     with ``optax.sgd(lr)`` (any optax optimizer takes it in place of a gradient);
@@ -61,7 +64,7 @@ from jax.sharding import PartitionSpec
 
 from quantax_lite import tuning
 from quantax_lite.sr import (
-    _METHODS, _axis_name, _block_rows, _blocked_concat, _blocked_sum, _check_x64, sr_direction,
+    _METHODS, _axis_name, _block_rows, _blocked_concat, _blocked_sum, _check_x64, check_weights, sr_direction,
 )
 
 __all__ = ["Preconditioner", "SpringState", "gradient", "spring", "sr"]
@@ -191,12 +194,12 @@ class _SRUpdate:
     real_params: bool
     rcond: float
 
-    def __call__(self, jac, e_loc, state, *, step, mesh=None):
+    def __call__(self, jac, e_loc, state, *, step, mesh=None, weights=None):
         step = jnp.asarray(step, jnp.int32)
         x, info = sr_direction(
             jac, e_loc, diag_shift=_value(self.diag_shift, self.shift_schedule, step),
             diag_scale=_value(self.diag_scale, self.scale_schedule, step), method=self.method,
-            real_params=self.real_params, rcond=self.rcond, mesh=mesh, return_info=True,
+            real_params=self.real_params, rcond=self.rcond, mesh=mesh, return_info=True, weights=weights,
         )
         return x, state, {"sr_fallback": info.used_fallback, "sr_eps": info.eps}
 
@@ -262,7 +265,7 @@ class _SpringUpdate:
     momentum: Any
     schedule: Callable | None
 
-    def __call__(self, jac, e_loc, state, *, step, mesh=None):
+    def __call__(self, jac, e_loc, state, *, step, mesh=None, weights=None):
         _check_jac("spring", jac, e_loc)
         prev = state.previous
         if jnp.shape(prev) != (jac.shape[1],):
@@ -272,9 +275,10 @@ class _SpringUpdate:
             )
         step = jnp.asarray(step, jnp.int32)
         mu = _value(self.momentum, self.schedule, step)
-        # e - mu O prev: centring is linear, so the inner solve sees ē - mu Ō prev
+        # e - mu O prev: centring is linear (with weights too), so the inner solve sees ē - mu Ō prev
         e_mem = e_loc - mu * _jac_times(jac, prev, mesh)
-        d, inner_state, info = self.inner(jac, e_mem, state.inner, step=step, mesh=mesh)
+        exact = {} if weights is None else {"weights": weights}
+        d, inner_state, info = self.inner(jac, e_mem, state.inner, step=step, mesh=mesh, **exact)
         direction = d + (mu * prev).astype(d.dtype)
         return direction, SpringState(direction.astype(prev.dtype), inner_state), info
 
@@ -317,13 +321,18 @@ def spring(inner: Preconditioner, momentum) -> Preconditioner:
 class _GradientUpdate:
     real_params: bool
 
-    def __call__(self, jac, e_loc, state, *, step, mesh=None):
+    def __call__(self, jac, e_loc, state, *, step, mesh=None, weights=None):
         _check_jac("gradient", jac, e_loc)
+        check_weights("gradient", weights, jac.shape[0])
         _check_x64("gradient")
         n = jac.shape[0]
         e_wide = e_loc.astype(jnp.result_type(e_loc.dtype, jnp.float64))
-        e_c = e_wide - jnp.mean(e_wide)  # sum(e_c) = 0, so O's mean drops out of O^H e_c
-        g = _jac_h_times(jac, e_c, mesh) / n
+        if weights is None:
+            e_c = e_wide - jnp.mean(e_wide)  # sum(e_c) = 0, so O's mean drops out of O^H e_c
+            g = _jac_h_times(jac, e_c, mesh) / n
+        else:  # sum_s p_s e_c = 0 likewise
+            p = jnp.asarray(weights, jnp.float64)
+            g = _jac_h_times(jac, p * (e_wide - jnp.sum(p * e_wide)), mesh)
         if self.real_params:
             g = jnp.real(g).astype(jnp.float64)
         return g, state, {"sr_fallback": jnp.asarray(False)}

@@ -39,6 +39,9 @@ PHASE_RULES = ("auto", "none", "120")
 PRECISIONS = ("f32", "f64")
 NORMS = ("none", "layer")
 MOMENTUM_READOUTS = ("plane_wave", "origin")
+SAMPLINGS = ("metropolis", "exact_sum")
+# the most configurations (of the Sz sector sampled) that sampling exact_sum sums over: 2**21 (22 sites at Sz = 0)
+MAX_EXACT_SUM_STATES = 2**21
 
 # Literature ground-state energies (spin-1/2 units, periodic) of lattices too large for
 # exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
@@ -52,7 +55,7 @@ MAX_ED_SITES = 20
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
-                          "phase_rule": "none", "momentum_readout": "origin"}
+                          "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis"}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -227,6 +230,12 @@ class Recipe:
                             "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
                             "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
     precision: str = _field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
+    sampling: str = _field("metropolis", str, "optimization", "metropolis: Markov-chain samples of |psi|^2 "
+                           "(samples per step); exact_sum: no samples, every configuration of the sector with its "
+                           "exact weight, one per orbit of the symmetry group: energies, variances "
+                           "and SR steps without sampling noise, and a final energy without error bar (small "
+                           "systems: up to 22 sites; samples, chains, sweep-size and eval-samples do not apply)",
+                           SAMPLINGS)
     samples: int = _field(1024, int, "optimization", "samples per step")
     chains: int | None = _field(None, int, "optimization", "Markov chains (default: one per sample, a multiple "
                                 "of the device count)")
@@ -258,6 +267,7 @@ class Recipe:
         _choice(self.phase_rule, "phase_rule", PHASE_RULES)
         _choice(self.momentum_readout, "momentum_readout", MOMENTUM_READOUTS)
         _choice(self.precision, "precision", PRECISIONS)
+        _choice(self.sampling, "sampling", SAMPLINGS)
         _choice(self.norm, "norm", NORMS)
         if self.hamiltonian != "j1j2" and self.J2 is not None:
             raise ValueError(f"J2: applies to hamiltonian 'j1j2' only, not {self.hamiltonian!r}.")
@@ -289,6 +299,7 @@ class Recipe:
         if not (finite_number(self.sr_momentum, "sr_momentum") >= 0 and self.sr_momentum < 1):
             raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
         lattice = parse_lattice(self.lattice)
+        self._check_exact_sum(lattice)
         self._check_sector(lattice)
         self._check_phase_rule(lattice)
         if self.hamiltonian != "tfim" and lattice.n_sites % 2:
@@ -302,6 +313,21 @@ class Recipe:
                 f"eval_samples: {n_eval} must be a multiple of samples ({self.samples}): the final "
                 "estimate is drawn in blocks of one step's samples."
             )
+
+    def _check_exact_sum(self, lattice) -> None:
+        """With ``sampling`` exact_sum: no sampling options, and a sector small enough to sum."""
+        if self.sampling != "exact_sum":
+            return
+        for name in ("chains", "sweep_size", "eval_samples"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
+        from .hilbert import sector_size
+
+        n = lattice.n_sites
+        n_states = sector_size(n, 0 if self.hamiltonian != "tfim" and n % 2 == 0 else None)
+        if n_states > MAX_EXACT_SUM_STATES:
+            raise ValueError(f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
+                             f"more than {MAX_EXACT_SUM_STATES}; use 'metropolis'.")
 
     def _check_sector(self, lattice) -> None:
         """Validate (and normalize to a tuple) ``momentum``, ``spin_parity``; ``amplitude``
@@ -653,7 +679,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
 
     from .models import count_params
     from .preconditioners import spring, sr
-    from .sampler import Exchange, LocalFlip, MetropolisSampler
+    from .sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
     from .vmc import VMC
 
     if not isinstance(recipe, Recipe):
@@ -663,12 +689,13 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
                            "at start-up (the network may still run in float32).")
     n_devices = jax.device_count()
     chains = recipe.chains or default_chains(recipe.samples, n_devices)
-    if chains % n_devices:
-        raise ValueError(f"chains: {chains} must be a multiple of the device count {n_devices} "
-                         "(the chains are split over every device).")
-    for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
-        if n % chains:
-            raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
+    if recipe.sampling == "metropolis":
+        if chains % n_devices:
+            raise ValueError(f"chains: {chains} must be a multiple of the device count {n_devices} "
+                             "(the chains are split over every device).")
+        for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
+            if n % chains:
+                raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
     lattice, ham, group = recipe.system(iteration)
     if len(recipe.symmetry_stages()) > 1:
         _check_stages(recipe)  # every stage, its sector included
@@ -684,14 +711,21 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
         rule, sweep = LocalFlip(), recipe.sweep_size or lattice.n_sites
     # the sampler's calls (one configuration per chain) are chunked only by an int chunk_size
     fixed_chunk = None if recipe.chunk_size in (None, "auto") else recipe.chunk_size
-    sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
-                                chunk_size=fixed_chunk)
+    if recipe.sampling == "exact_sum":
+        # one row per orbit of this stage's group (its network is symmetric under it)
+        sampler = FullSumSampler(model.apply, lattice.n_sites, total_sz=0 if ham.conserves_sz else None,
+                                 symmetry=group, chunk_size=fixed_chunk,
+                                 max_states=MAX_EXACT_SUM_STATES)
+    else:
+        sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
+                                    chunk_size=fixed_chunk)
     schedule = optax.exponential_decay(recipe.lr, transition_steps=recipe.lr_half_life, decay_rate=0.5,
                                        end_value=recipe.lr / 10)
     preconditioner = sr(diag_shift=recipe.diag_shift, diag_scale=recipe.diag_scale)
     if recipe.sr_momentum:
         preconditioner = spring(preconditioner, recipe.sr_momentum)
-    vmc = VMC(ham, sampler, optax.sgd(schedule), recipe.samples, preconditioner=preconditioner,
+    n_samples = None if recipe.sampling == "exact_sum" else recipe.samples
+    vmc = VMC(ham, sampler, optax.sgd(schedule), n_samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
 

@@ -16,6 +16,12 @@ and MinSR (for ``N < P``) the ``N x N`` one, through the push-through identity
 
 which gives the same ``dtheta`` as SR for the same ``eps``.
 
+Exact sums. With ``weights`` p (one probability per row, summing to 1) in place of
+samples, every mean above is ``sum_s p_s x_s`` and the rows are scaled by
+``sqrt(p_s)`` instead of ``1 / sqrt(N)``: Ō = sqrt(p) (O - <O>), ē = sqrt(p) (E_loc -
+<E>). The rows are then configurations (or orbit representatives) of a sector with
+their exact weights, and S, F are exact (:class:`quantax_lite.sampler.FullSumSampler`).
+
 Real parameters (the default, ``real_params=True``) with a complex ``jac`` use
 the real formulation: the rows of Ō and ē are stacked as ``[Re; Im]``, so
 S = Re(Ō^H Ō), F = Re(Ō^H ē) and T is ``2N x 2N``; the update is real. With
@@ -254,8 +260,10 @@ def _row_weights(n_loc, n, axis):
     return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
 
 
-def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, gram_precision):
-    """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``.
+def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gram_precision):
+    """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``. ``p``
+    (n_loc,): the rows' probabilities when ``weighted`` (exact sums), else unused (each of
+    the n samples weighs 1 / n).
 
     S is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, F always in float64."""
     cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
@@ -264,16 +272,25 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, gram_precision)
     else:
         out_dt = jnp.complex128
     n_loc, n_par = jac.shape
-    w = _row_weights(n_loc, n, axis)
-    # global means (the convert fuses into the reduction: no float64 copy of jac)
-    o_mean = lax.psum(jnp.einsum("s,sk->k", w, jac.astype(cdt)), axis) / n
-    e_mean = lax.psum(jnp.sum(w * e), axis) / n
-    e_c = (e - e_mean) * w / np.sqrt(n)
+    if weighted:
+        # Ō = sqrt(p) (O - sum_s p O), ē = sqrt(p) (E - sum_s p E)
+        o_mean = lax.psum(jnp.einsum("s,sk->k", p, jac.astype(cdt)), axis)
+        e_mean = lax.psum(jnp.sum(p * e), axis)
+        w = jnp.sqrt(p)
+        e_c = (e - e_mean) * w
+        row_scale = lambda wb: wb  # noqa: E731
+    else:
+        w = _row_weights(n_loc, n, axis)
+        # global means (the convert fuses into the reduction: no float64 copy of jac)
+        o_mean = lax.psum(jnp.einsum("s,sk->k", w, jac.astype(cdt)), axis) / n
+        e_mean = lax.psum(jnp.sum(w * e), axis) / n
+        e_c = (e - e_mean) * w / np.sqrt(n)
+        row_scale = lambda wb: wb / np.sqrt(n)  # noqa: E731
 
     def block_terms(start, size):
         ob = lax.dynamic_slice_in_dim(jac, start, size, 0).astype(cdt)
         wb = lax.dynamic_slice_in_dim(w, start, size, 0)
-        ob = (ob - o_mean) * (wb / np.sqrt(n))[:, None]
+        ob = (ob - o_mean) * row_scale(wb)[:, None]
         eb = lax.dynamic_slice_in_dim(e_c, start, size, 0)
         og = ob.astype(jac.dtype) if gram_precision == "jacobian" else ob
         if real:
@@ -298,8 +315,9 @@ def _sr_kernel(jac, e, *, n, real, eps_args, rcond, block, axis, gram_precision)
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, gram_precision):
+def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block, axis, gram_precision):
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
+    ``p`` (n_loc,): the rows' probabilities when ``weighted`` (exact sums), else unused.
 
     T is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, everything else in
     float64."""
@@ -307,8 +325,13 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, gram_
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
     n_rows, p_loc = jac_p.shape
-    w = (jnp.arange(n_rows) < n).astype(jnp.float64)
-    e_c = (e - jnp.sum(w * e) / n) * w / np.sqrt(n)
+    if weighted:
+        mean_w = lax.all_gather(p, axis, tiled=True)  # sum_s p_s x_s is the mean
+        scale = jnp.sqrt(mean_w)
+        e_c = (e - jnp.sum(mean_w * e)) * scale
+    else:
+        w = (jnp.arange(n_rows) < n).astype(jnp.float64)
+        e_c = (e - jnp.sum(w * e) / n) * w / np.sqrt(n)
     if real:
         # a real e_loc with a complex jac: the imaginary rows of the stacked rhs are 0
         rhs = _stack_real(e_c.astype(jnp.complex128)) if jnp.iscomplexobj(jac) else e_c.real
@@ -319,8 +342,11 @@ def _minsr_kernel(jac, e, *, n, n_par, real, eps_args, rcond, block, axis, gram_
     def centered_block(start, size):
         """Columns [start, start + size) of Ō in float64 (complex128), (rows, size)."""
         ob = lax.dynamic_slice_in_dim(jac_p, start, size, 1).astype(cdt)
-        mean = jnp.einsum("s,sk->k", w, ob) / n
-        ob = (ob - mean) * (w / float(np.sqrt(n)))[:, None]
+        if weighted:
+            ob = (ob - jnp.einsum("s,sk->k", mean_w, ob)) * scale[:, None]
+        else:
+            mean = jnp.einsum("s,sk->k", w, ob) / n
+            ob = (ob - mean) * (w / float(np.sqrt(n)))[:, None]
         if real:
             ob = _stack_real(ob, axis=0)
         return ob
@@ -369,6 +395,16 @@ def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond):
         raise ValueError(f"sr_direction: `rcond` must be in [0, 1), got {rcond!r}.")
 
 
+def check_weights(name: str, weights, n: int) -> None:
+    """``ValueError`` naming ``weights`` unless it is None or a real (n,) array (the rows'
+    probabilities: nonnegative, summing to 1, which the caller guarantees inside jit)."""
+    if weights is None:
+        return
+    if not hasattr(weights, "shape") or jnp.shape(weights) != (n,) or jnp.iscomplexobj(weights):
+        raise ValueError(f"{name}: `weights` must be a real array of shape ({n},) (one probability per row), "
+                         f"got {getattr(weights, 'shape', weights)!r}.")
+
+
 def _check_x64(name: str) -> None:
     if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
         raise RuntimeError(
@@ -399,6 +435,7 @@ def sr_direction(
     rcond: float = 1e-12,
     mesh: Mesh | None = None,
     return_info: bool = False,
+    weights: jax.Array | None = None,
 ):
     """The SR / MinSR update direction dtheta (descent: params - lr * dtheta).
 
@@ -417,6 +454,9 @@ def sr_direction(
         pivot threshold that triggers it.
       mesh: device mesh; default ``make_mesh()`` over every device.
       return_info: also return an :class:`SRInfo`.
+      weights: None (samples from |psi|^2, each weighing 1 / N), or (N,) the rows'
+        probabilities (nonnegative, sum 1): exact sums over configurations, where
+        S = sum_s p_s (O_s - <O>)^H (O_s - <O>) with <O> = sum_s p_s O_s (and F alike).
 
     The precision of S or T and the conversion block size are speed choices read
     from :func:`quantax_lite.tuning.current` at the call (see the module docstring).
@@ -433,6 +473,7 @@ def sr_direction(
       is not enabled.
     """
     _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond)
+    check_weights("sr_direction", weights, jac.shape[0])
     _check_x64("sr_direction")
     from quantax_lite.utils.mesh import make_mesh
 
@@ -443,8 +484,10 @@ def sr_direction(
         method = choose_method(n, n_par, complex_jac=jnp.iscomplexobj(jac), real_params=real)
     eps_args = (jnp.asarray(diag_shift, jnp.float64), jnp.asarray(diag_scale, jnp.float64))
     choices = tuning.current()
+    weighted = weights is not None
+    p = jnp.asarray(weights, jnp.float64) if weighted else jnp.zeros(e_loc.shape, jnp.float64)
     x, eps, fallback = _solve(
-        jac, e_loc, eps_args, method=method, real=real, rcond=float(rcond), mesh=mesh,
+        jac, e_loc, p, eps_args, method=method, weighted=weighted, real=real, rcond=float(rcond), mesh=mesh,
         gram_precision=choices.gram_precision, block_bytes=choices.sr_block_bytes,
     )
     if return_info:
@@ -462,8 +505,8 @@ def _block_size(method: str, n: int, n_par: int, *, complex_jac: bool, real: boo
     return _block_rows(block_bytes, rows, 8)
 
 
-@partial(jax.jit, static_argnames=("method", "real", "rcond", "mesh", "gram_precision", "block_bytes"))
-def _solve(jac, e_loc, eps_args, *, method, real, rcond, mesh, gram_precision, block_bytes):
+@partial(jax.jit, static_argnames=("method", "weighted", "real", "rcond", "mesh", "gram_precision", "block_bytes"))
+def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram_precision, block_bytes):
     """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
     from quantax_lite.utils.mesh import mesh_size
 
@@ -478,9 +521,10 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, mesh, gram_precision, b
     if n_pad != n:
         jac = jnp.pad(jac, ((0, n_pad - n), (0, 0)))
         e_loc = jnp.pad(e_loc, (0, n_pad - n))
+        p = jnp.pad(p, (0, n_pad - n))
     row = PartitionSpec(axis)
     rep = PartitionSpec()
-    options = dict(real=real, rcond=rcond, block=block, axis=axis, gram_precision=gram_precision)
+    options = dict(real=real, weighted=weighted, rcond=rcond, block=block, axis=axis, gram_precision=gram_precision)
     if method == "sr":
         kernel = partial(_sr_kernel, n=n, **options)
         p_pad = n_par
@@ -491,10 +535,10 @@ def _solve(jac, e_loc, eps_args, *, method, real, rcond, mesh, gram_precision, b
         kernel = partial(_minsr_kernel, n=n, n_par=n_par, **options)
 
     mapped = jax.shard_map(
-        lambda j, e, ea: kernel(j, e, eps_args=ea), mesh=mesh,
-        in_specs=(row, row, (rep, rep)), out_specs=(rep, rep, rep), check_vma=False,
+        lambda j, e, w, ea: kernel(j, e, w, eps_args=ea), mesh=mesh,
+        in_specs=(row, row, row, (rep, rep)), out_specs=(rep, rep, rep), check_vma=False,
     )
-    x, eps, fallback = mapped(jac, e_loc, eps_args)
+    x, eps, fallback = mapped(jac, e_loc, p, eps_args)
     if p_pad != n_par:
         x = x[:n_par]
     return x, eps, fallback

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Stats", "statistics", "autocorrelation", "integrated_time", "split_r_hat"]
+__all__ = ["Stats", "statistics", "exact_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 
 SOKAL_WINDOW_C = 5.0
 # Chains up to this length get their lagged products from one matrix product, longer ones by FFT.
@@ -222,6 +222,21 @@ def statistics(x: Any) -> Stats:
     x = _as_chains(x)
     mean, error, variance, tau, r_hat = _statistics(x)
     return Stats(mean, error, variance, tau, r_hat, int(x.shape[0] * x.shape[1]))
+
+
+def exact_statistics(x: Any, weights: Any) -> Stats:
+    """The exact mean and variance of x (n,) under the probabilities ``weights`` (n,),
+    nonnegative with sum 1 (exact sums over configurations, e.g. the rows of
+    :class:`~quantax_lite.sampler.FullSumSampler`): error_of_mean 0; tau and r_hat NaN
+    (no chains); n_samples the number of rows."""
+    x = jnp.asarray(x)
+    w = jnp.asarray(weights, jnp.float64)
+    if x.ndim != 1 or w.shape != x.shape:
+        raise ValueError(f"exact_statistics: expected x and weights of one shape (n,), got {x.shape} and {w.shape}")
+    mean = jnp.sum(w * x)
+    variance = jnp.sum(w * _abs2(x - mean))
+    nan = jnp.asarray(jnp.nan, variance.dtype)
+    return Stats(mean, jnp.zeros_like(variance), variance, nan, nan, int(x.shape[0]))
 
 
 @jax.jit

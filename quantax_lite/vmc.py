@@ -35,8 +35,9 @@ from .models import derivative_form
 from .operators import SpinHamiltonian, make_local_energy
 from .preconditioners import Preconditioner, sr
 from .sampler import Sampler, per_chain
+from .sampler.full_sum import row_local_energies
 from .sr import unravel_like
-from .stats import Stats, statistics
+from .stats import Stats, exact_statistics, statistics
 from .utils import batch_sharding, limit_blas_threads, mesh_size, replicate, replicated_sharding
 
 __all__ = [
@@ -90,17 +91,31 @@ def _shape_key(tree) -> tuple:
     return treedef, tuple((tuple(np.shape(x)), str(getattr(x, "dtype", type(x)))) for x in leaves)
 
 
+def _takes_weights(update: Callable) -> bool:
+    """Whether ``update`` accepts a ``weights`` keyword (named, or through ``**kwargs``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(update).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return True
+    return any(p.name == "weights" or p.kind is p.VAR_KEYWORD for p in params)
+
+
 @dataclass(frozen=True, eq=False)
 class VMC:
     """A ground-state search by variational Monte Carlo.
 
     hamiltonian: the :class:`~quantax_lite.operators.SpinHamiltonian`.
-    sampler: a :class:`~quantax_lite.sampler.Sampler` (Metropolis or exact) of the
+    sampler: a :class:`~quantax_lite.sampler.Sampler` (Metropolis, exact draws or exact sums) of the
       wavefunction being optimized: its ``log_psi(params, s) -> (batch,)`` is the one
       wavefunction of the run.
     optimizer: an optax transformation applied to the preconditioned direction (a descent
       direction, used like a gradient: ``optax.sgd(lr)`` gives params - lr * direction).
-    n_samples: samples per step (a multiple of ``sampler.n_chains``).
+    n_samples: samples per step (a multiple of ``sampler.n_chains``). With exact sums (a
+      sampler with ``exact = True``, :class:`~quantax_lite.sampler.FullSumSampler`) the
+      sampler's ``n_rows``, or None for it: the step's energy, variance and natural
+      gradient are then exact (errors 0), and the preconditioner gets the rows' weights.
     preconditioner: a :class:`~quantax_lite.preconditioners.Preconditioner`; default
       ``sr()`` (SR / MinSR with diagonal shift 1e-4).
     chunk_size: samples per device per chunk for local energies and the Jacobian
@@ -138,6 +153,13 @@ class VMC:
                 f"sampler: n_sites={self.sampler.n_sites} does not match the Hamiltonian's "
                 f"{self.hamiltonian.n_sites} sites."
             )
+        if self.exact:
+            rows = self.sampler.n_rows
+            if self.n_samples is None:
+                object.__setattr__(self, "n_samples", rows)
+            elif self.n_samples != rows:
+                raise ValueError(f"n_samples: the exact sums of {type(self.sampler).__name__} have {rows} rows "
+                                 f"(one per orbit of the sector), got {self.n_samples}; pass None or {rows}.")
         positive_int(self.n_samples, "n_samples")
         if self.n_samples % self.sampler.n_chains:
             raise ValueError(
@@ -152,6 +174,10 @@ class VMC:
                 f"preconditioner: expected a Preconditioner (sr(), spring(sr(), 0.9), gradient(), ...), "
                 f"got {type(self.preconditioner).__name__}."
             )
+        if self.exact and not _takes_weights(self.preconditioner.update):
+            raise TypeError("preconditioner: exact sums pass `weights` (the rows' probabilities) to its update, "
+                            "which does not take them; use sr(), spring(sr(), mu), gradient() or add a "
+                            "`weights=None` keyword.")
         if self.mesh is not None and self.sampler.mesh is not None and self.mesh != self.sampler.mesh:
             raise ValueError(
                 "mesh: the driver's mesh differs from its sampler's; the samples live on the "
@@ -160,6 +186,20 @@ class VMC:
         object.__setattr__(self, "_tuning", tuning.current())
         object.__setattr__(self, "_chosen", {})  # (part, params key, n_samples) -> chunk
         object.__setattr__(self, "_built", {})  # ("local_energy", chunk) / ("step", ChunkSizes) -> function
+
+    @property
+    def exact(self) -> bool:
+        """Whether the sampler gives exact sums (rows with weights, e.g.
+        :class:`~quantax_lite.sampler.FullSumSampler`) instead of samples."""
+        return bool(getattr(self.sampler, "exact", False))
+
+    @functools.cached_property
+    def _hamiltonian_rows(self):
+        """With exact sums over a sampler that offers it, H within its rows (the local
+        energies from psi on the rows alone, ``FullSumSampler.hamiltonian_rows``); else None."""
+        if not self.exact or not hasattr(self.sampler, "hamiltonian_rows"):
+            return None
+        return self.sampler.hamiltonian_rows(self.hamiltonian)  # numpy: constants of the compiled step
 
     @property
     def log_psi(self) -> Callable:
@@ -339,15 +379,26 @@ class VMC:
 
         def step(state: VMCState):
             params = state.params
-            samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
-            e_loc = local_energies(params, samples, log_psi_s)
+            if self.exact:  # every row, with its weight
+                samples, log_psi_s, weights = self.sampler.probabilities(params)
+                chains = state.sampler
+            else:
+                samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
+            if self._hamiltonian_rows is not None:  # H within the rows: psi on the rows only
+                e_loc = row_local_energies(*self._hamiltonian_rows, log_psi_s)
+            else:
+                e_loc = local_energies(params, samples, log_psi_s)
             jac = jacobian(differentiate, params, samples, chunk_size=sizes.jacobian, mesh=mesh)
+            exact = {"weights": weights} if self.exact else {}
             direction, precond, info = self.preconditioner.update(
-                jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh
+                jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh, **exact
             )
             updates, opt_state = self.optimizer.update(unravel_like(direction, params), state.opt_state, params)
             params = optax.apply_updates(params, updates)
-            stats = statistics(per_chain(e_loc, self.sampler.n_chains))
+            if self.exact:
+                stats = exact_statistics(e_loc, weights)
+            else:
+                stats = statistics(per_chain(e_loc, self.sampler.n_chains))
             metrics = dict(
                 energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
                 tau=stats.tau, r_hat=stats.r_hat,
@@ -376,6 +427,9 @@ def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> 
     Returns the :class:`~quantax_lite.stats.Stats` of the local energies and the
     state with the advanced chains.
     """
+    if vmc.exact:  # exact sums: n_samples does not apply, the error is 0
+        samples, log_psi_s, weights = vmc.sampler.probabilities(state.params)
+        return exact_statistics(vmc.local_energies(state.params, samples, log_psi_s), weights), state
     n_samples = 4 * vmc.n_samples if n_samples is None else n_samples
     # Sampled in blocks of at most vmc.n_samples, so memory stays that of a training step;
     # the blocks are consecutive stretches of the same chains.

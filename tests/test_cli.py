@@ -227,6 +227,8 @@ def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_pat
         (["--lattice", "0x4"], "--lattice"),
         (["--keep-checkpoints", "0"], "--keep-checkpoints"),
         (["--lattice", "triangular:4x3", "--phase-rule", "120"], "--phase-rule"),
+        (["--sampling", "exact_sum", "--chains", "8"], "--chains"),
+        (["--lattice", "6x6", "--sampling", "exact_sum"], "--sampling"),
         (["--time-limit", "0"], "--time-limit"),
         (["--time-limit", "nan"], "--time-limit"),
         (["--time-limit", "-5"], "--time-limit"),

@@ -14,7 +14,10 @@ Contracts (:mod:`quantax_lite.sampler.base`, where they are written out in full)
 
 Samplers: :class:`MetropolisSampler` (many Markov chains in parallel, sharded over the
 device mesh, the whole sweep loop jitted; ``metropolis.py``) and :class:`ExactSampler`
-(independent draws by enumerating a sector, for small systems and tests; ``exact.py``).
+(independent draws by enumerating a sector, for small systems and tests; ``exact.py``);
+:class:`FullSumSampler` (no draws: every configuration of a sector, one per symmetry
+orbit, with its exact weight in ``state.probabilities``, for exact sums in the driver;
+``full_sum.py``).
 Rules, one per module under ``rules/``: :class:`LocalFlip`, :class:`Exchange`,
 :class:`Mixture`.
 
@@ -34,6 +37,7 @@ Configurations are int8 arrays of +1 / -1 (+1 = up), shape (batch, n_sites).
 """
 from .base import ChainState, Sampler, TransitionRule, acceptance_rate, per_chain
 from .exact import ExactSampler, ExactSamplerState
+from .full_sum import FullSumSampler, FullSumState
 from .metropolis import MetropolisSampler, SamplerState
 from .rules import Exchange, LocalFlip, Mixture
 
@@ -48,6 +52,8 @@ __all__ = [
     "MetropolisSampler",
     "ExactSamplerState",
     "ExactSampler",
+    "FullSumState",
+    "FullSumSampler",
     "acceptance_rate",
     "per_chain",
 ]
