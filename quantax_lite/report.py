@@ -107,8 +107,9 @@ def _order_cell(summary: dict) -> str:
     if s is None or m2 is None:
         return "n/a"
     err = lambda k: "" if summary.get(k) is None else f" ± {summary[k]:.1e}"  # noqa: E731
-    return (f"{s:.4f}{err('s_pi_pi_error')}, {m2:.5f}{err('staggered_magnetization_sq_error')} "
-            f"({summary.get('n_observable_samples', '?')} samples)")
+    n = summary.get("n_observable_samples", "?")
+    over = f"exact, {n} orbits" if summary.get("sampling") == "exact_sum" else f"{n} samples"
+    return f"{s:.4f}{err('s_pi_pi_error')}, {m2:.5f}{err('staggered_magnetization_sq_error')} ({over})"
 
 
 def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, n_sites: int | None = None,

@@ -288,3 +288,23 @@ def test_exact_sum_run_from_the_command(tmp_path, capsys):
     with open(os.path.join(out, "observables.json")) as fh:
         obs = json.load(fh)
     assert obs["energy"]["mean"] == pytest.approx(dense, rel=1e-6) and obs["energy"]["error"] in (0, 0.0, None)
+
+
+def test_order_parameter_from_the_representatives_is_exact(rng):
+    """S(pi) and m^2, sums over every pair that the group leaves invariant, from the orbit
+    representatives with their weights equal those from every configuration (what the
+    summary of an exact_sum run reports); a single pair correlation does not (which is why
+    ``measure`` sums over every configuration)."""
+    from quantax_lite.observables import spin_correlations, staggered_magnetization_sq
+
+    lattice, ham, group, model = _chain_j1j2()
+    params = random_params(model, all_states(lattice.n_sites, 0)[:1], rng)
+    found = []
+    for symmetry in (group, None):
+        rows, _, w = FullSumSampler(model.apply, lattice.n_sites, total_sz=0, symmetry=symmetry).probabilities(params)
+        corr = spin_correlations(model.apply, params, rows, n_chains=1, weights=w)
+        found.append((staggered_magnetization_sq(corr, lattice), np.asarray(corr.mean)))
+    (s_reps, m2_reps), c_reps = found[0]
+    (s_all, m2_all), c_all = found[1]
+    assert s_reps[0] == pytest.approx(s_all[0], rel=1e-9) and m2_reps[0] == pytest.approx(m2_all[0], rel=1e-9)
+    assert not np.allclose(c_reps, c_all, rtol=1e-3)
