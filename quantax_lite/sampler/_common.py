@@ -69,3 +69,17 @@ def onto_mesh(tree: Any, sharding) -> Any:
         return x
 
     return jax.tree_util.tree_map(move, tree)
+
+
+def enumerated_sector(name: str, n_sites: int, total_sz, max_states: int):
+    """``total_sz`` resolved for a sampler that enumerates its sector ("auto" and None: the
+    whole space, as it knows no Hamiltonian); ``ValueError`` when the sector holds more than
+    ``max_states`` configurations."""
+    from quantax_lite.hilbert import resolve_total_sz, sector_size
+
+    total_sz = resolve_total_sz(total_sz, n_sites, conserves_sz=False)
+    n_states = sector_size(n_sites, total_sz)
+    if n_states > max_states:
+        raise ValueError(f"{name}: n_sites={n_sites}, total_sz={total_sz} has {n_states} configurations, more than "
+                         f"max_states={max_states}")
+    return total_sz

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import all_states, random_states, resolve_total_sz, sector_size
+from quantax_lite.hilbert import all_states, random_states
 from quantax_lite.utils import chunk_map, make_mesh
 
-from ._common import check_n_samples, validate_initial_states
+from ._common import check_n_samples, enumerated_sector, validate_initial_states
 
 __all__ = ["ExactSamplerState", "ExactSampler"]
 
@@ -73,14 +73,8 @@ class ExactSampler:
         positive_int(self.max_states, "max_states")
         if self.chunk_size is not None:
             positive_int(self.chunk_size, "chunk_size")
-        total_sz = resolve_total_sz(self.total_sz, self.n_sites, conserves_sz=False)
+        total_sz = enumerated_sector("ExactSampler", self.n_sites, self.total_sz, self.max_states)
         object.__setattr__(self, "total_sz", total_sz)
-        n_states = sector_size(self.n_sites, total_sz)
-        if n_states > self.max_states:
-            raise ValueError(
-                f"ExactSampler: n_sites={self.n_sites}, total_sz={total_sz} has "
-                f"{n_states} configurations, more than max_states={self.max_states}"
-            )
 
     def resolved_mesh(self):
         """The mesh log_psi is evaluated on: ``mesh``, or ``make_mesh()`` when it is None."""

@@ -9,9 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import all_states, resolve_total_sz, sector_size
+from quantax_lite.hilbert import all_states
 from quantax_lite.utils import chunk_map, make_mesh, replicate
 from quantax_lite.utils.mesh import mesh_size
+
+from ._common import enumerated_sector
 
 __all__ = ["FullSumState", "FullSumSampler", "orbit_representatives", "row_local_energies"]
 
@@ -88,14 +90,8 @@ class FullSumSampler:
                 raise TypeError(f"symmetry: expected a Symmetry or None, got {type(self.symmetry).__name__}")
             if self.symmetry.n_sites != self.n_sites:
                 raise ValueError(f"symmetry: acts on {self.symmetry.n_sites} sites, the sampler has {self.n_sites}")
-        total_sz = resolve_total_sz(self.total_sz, self.n_sites, conserves_sz=False)
+        total_sz = enumerated_sector("FullSumSampler", self.n_sites, self.total_sz, self.max_states)
         object.__setattr__(self, "total_sz", total_sz)
-        n_states = sector_size(self.n_sites, total_sz)
-        if n_states > self.max_states:
-            raise ValueError(
-                f"FullSumSampler: n_sites={self.n_sites}, total_sz={total_sz} has {n_states} configurations, "
-                f"more than max_states={self.max_states}"
-            )
         states = all_states(self.n_sites, total_sz=total_sz)
         reps, multiplicity = orbit_representatives(states, self.symmetry)
         n_dev = mesh_size(self.resolved_mesh())
@@ -105,7 +101,7 @@ class FullSumSampler:
         object.__setattr__(self, "_rows", reps)
         object.__setattr__(self, "_log_multiplicity",
                            np.where(multiplicity > 0, np.log(np.maximum(multiplicity, 1.0)), -np.inf))
-        object.__setattr__(self, "n_states", int(n_states))
+        object.__setattr__(self, "n_states", int(len(states)))
         object.__setattr__(self, "n_representatives", int(len(reps) - pad))
         object.__setattr__(self, "n_rows", int(len(reps)))
 
