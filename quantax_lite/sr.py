@@ -598,7 +598,7 @@ def _merge_preconditioner(static: tuple, dynamic: list):
 
 
 def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_preconditioner, choices):
-    """A jitted ``f(params, samples, e_loc, state, step, dynamic) -> (update, info, state)``.
+    """A jitted ``f(params, samples, e_loc, state, step, dynamic, weights) -> (update, info, state)``.
 
     ``choices`` (the tuning in force) is part of the cache key only: it is read again
     while tracing, inside the same context."""
@@ -607,10 +607,11 @@ def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_preco
     del choices
 
     @jax.jit
-    def program(params, samples, e_loc, state, step, dynamic):
+    def program(params, samples, e_loc, state, step, dynamic, weights):
         preconditioner = _merge_preconditioner(static_preconditioner, dynamic)
         jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
-        direction, state, info = preconditioner.update(jac, e_loc, state, step=step, mesh=mesh)
+        exact = {} if weights is None else {"weights": weights}
+        direction, state, info = preconditioner.update(jac, e_loc, state, step=step, mesh=mesh, **exact)
         if holomorphic and not jnp.iscomplexobj(direction):
             raise TypeError(
                 "natural_gradient: holomorphic=True (complex parameters) but the preconditioner "
@@ -649,6 +650,7 @@ def natural_gradient(
     mesh: Mesh | None = None,
     return_info: bool = False,
     return_state: bool = False,
+    weights: jax.Array | None = None,
 ):
     """A preconditioned update as a pytree shaped like ``params``, for any optax optimizer.
 
@@ -689,6 +691,8 @@ def natural_gradient(
       mesh: device mesh; default every device.
       return_info: also return the preconditioner's info dict (jax scalars).
       return_state: also return the new preconditioner state.
+      weights: None (``samples`` drawn from |psi|^2), or (N,) the rows' probabilities
+        (exact sums, e.g. ``FullSumSampler.probabilities``), passed to the preconditioner.
 
     Returns:
       A pytree like ``params`` (same dtypes); with ``return_info`` and/or
@@ -707,6 +711,9 @@ def natural_gradient(
         state = preconditioner.init(params)
     static, dynamic = _split_preconditioner(preconditioner)
     program = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static, tuning.current())
-    update, info, state = program(params, samples, e_loc, state, jnp.asarray(step, jnp.int32), dynamic)
+    if weights is not None:
+        check_weights("natural_gradient", weights, np.shape(samples)[0])
+        weights = jnp.asarray(weights, jnp.float64)
+    update, info, state = program(params, samples, e_loc, state, jnp.asarray(step, jnp.int32), dynamic, weights)
     out = (update,) + ((info,) if return_info else ()) + ((state,) if return_state else ())
     return out[0] if len(out) == 1 else out

@@ -308,3 +308,20 @@ def test_order_parameter_from_the_representatives_is_exact(rng):
     (s_all, m2_all), c_all = found[1]
     assert s_reps[0] == pytest.approx(s_all[0], rel=1e-9) and m2_reps[0] == pytest.approx(m2_all[0], rel=1e-9)
     assert not np.allclose(c_reps, c_all, rtol=1e-3)
+
+
+def test_natural_gradient_takes_the_weights(rng):
+    """natural_gradient(..., weights=p) on the rows is -1 x the update of the dense SR
+    direction unravelled, so exact sums work without the driver too."""
+    from quantax_lite.sr import natural_gradient
+
+    lattice, ham, group, model = _chain_j1j2()
+    states = all_states(lattice.n_sites, 0)
+    params = random_params(model, states[:1], rng)
+    sampler = FullSumSampler(model.apply, lattice.n_sites, total_sz=0, symmetry=group)
+    rows, _, w = sampler.probabilities(params)
+    p, e_loc, jac = _dense(model, params, ham, states)
+    e_rows = e_loc[state_index(np.asarray(rows), states_to_codes(states))]
+    update = natural_gradient(model.apply, params, rows, jnp.asarray(e_rows), preconditioner=sr(1e-3), weights=w)
+    expect = _dense_direction(p, e_loc, jac, 1e-3)
+    np.testing.assert_allclose(np.asarray(ravel_pytree(update)[0]), expect, rtol=1e-5, atol=1e-7)
