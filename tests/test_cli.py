@@ -395,11 +395,15 @@ def _free_port():
 
 
 @pytest.mark.slow
-def test_two_processes_match_one_process(tmp_path):
-    """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices. Process 1 is
-    given a --time-limit already past: process 0's clock decides, so both take every step."""
+@pytest.mark.parametrize("sampling", [["--samples", "64", "--chains", "16", "--eval-samples", "64"],
+                                      ["--sampling", "exact_sum", "--hamiltonian", "j1j2", "--symmetry", "full"]],
+                         ids=["metropolis", "exact_sum"])
+def test_two_processes_match_one_process(tmp_path, sampling):
+    """2 processes x 2 devices (gloo on 127.0.0.1) == 1 process x 4 devices, with samples and
+    with exact sums. Process 1 is given a --time-limit already past: process 0's clock
+    decides, so both take every step."""
     args = ["-m", "quantax_lite", "train", "--lattice", "chain:6", "--channels", "4", "--depth", "1",
-            "--samples", "64", "--chains", "16", "--iters", "3", "--eval-samples", "64", "--no-progress"]
+            "--iters", "3", "--no-progress"] + sampling
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     one = str(tmp_path / "one")
