@@ -74,7 +74,9 @@ def test_the_restored_wavefunction_is_the_explicit_sum_over_the_full_group(latti
         want, scale = _explicit_sum(log_psi0, states, perms, flips, chars)
         got = np.exp(np.asarray(jax.jit(r.model.apply)(params, states), np.complex128))
         assert np.all(np.abs(got - want) <= 1e-10 * scale), np.max(np.abs(got - want) / scale)
-        assert np.sum(np.abs(want) > 1e-3 * scale) >= 16  # not a sector where psi vanishes
+        # not a sector where psi vanishes (there |want| is rounding, ~1e-15 of the scale; a generic
+        # psi_0 near the uniform start cancels to ~1e-3 of it, once in CI to 9e-4)
+        assert np.sum(np.abs(want) > 1e-8 * scale) >= 16
         if r is r2:
             assert len(perms) == 32 and (parity is None or np.any(chars == -1))  # 8 x 2 mirrors x 2 flips
             full = got
