@@ -145,10 +145,10 @@ class FullSumSampler:
         width = max(1, int(np.diff(reduced.indptr).max()))
         index = np.repeat(np.arange(self.n_rows)[:, None], width, axis=1).astype(np.int32)
         values = np.zeros((self.n_rows, width), np.complex128)
-        for r in range(self.n_rows):
-            lo, hi = reduced.indptr[r], reduced.indptr[r + 1]
-            index[r, : hi - lo] = reduced.indices[lo:hi]
-            values[r, : hi - lo] = reduced.data[lo:hi]
+        row = np.repeat(np.arange(self.n_rows), np.diff(reduced.indptr))  # CSR -> padded rows
+        slot = np.arange(reduced.nnz) - reduced.indptr[row]
+        index[row, slot] = reduced.indices
+        values[row, slot] = reduced.data
         if np.allclose(values.imag, 0):
             values = values.real.copy()
         return index, values
