@@ -199,8 +199,8 @@ def _train(args, recipe, out, config, main) -> dict:
     from .recipes import build
     from .report import finish_run, format_table, summary_of, zero_variance_of_run
     from .report import write_observables
-    from .stats import exact_statistics, statistics
-    from .vmc import Diverged, load_latest_checkpoint
+    from .stats import statistics
+    from .vmc import Diverged, energy_estimate, load_latest_checkpoint
 
     r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
@@ -239,9 +239,9 @@ def _train(args, recipe, out, config, main) -> dict:
     span = [r_["wall_time_s"] for r_ in records]
     per_iteration = (span[-1] - span[0]) / (len(span) - 1) if len(span) > 1 else (span[0] if span else None)
     try:  # the energy_estimate of vmc, keeping its samples for the observables
-        if exact_sum:
-            samples, log_psi_s, weights = r.sampler.probabilities(state.params)
-            stats = exact_statistics(r.vmc.local_energies(state.params, samples, log_psi_s), weights)
+        if exact_sum:  # the rows (their weights for the order parameter) and the step's sums
+            samples, _, weights = r.sampler.probabilities(state.params)
+            stats = energy_estimate(r.vmc, state)[0]
         else:
             samples, log_psi_s, e_loc, chains = draw_samples(r.vmc, state.sampler, state.params,
                                                              recipe.n_eval_samples)

@@ -201,6 +201,15 @@ class VMC:
             return None
         return self.sampler.hamiltonian_rows(self.hamiltonian)  # numpy: constants of the compiled step
 
+    def _row_or_local_energies(self, local_energies, params, samples, log_psi_s):
+        """The local energies of a step's samples or rows: with H within the rows
+        (:attr:`_hamiltonian_rows`) from psi on the rows alone, so that the energy is a
+        quadratic form in those values (variational whatever their rounding); else
+        ``local_energies`` (the network on every connected configuration)."""
+        if self._hamiltonian_rows is not None:
+            return row_local_energies(*self._hamiltonian_rows, log_psi_s)
+        return local_energies(params, samples, log_psi_s)
+
     @property
     def log_psi(self) -> Callable:
         """The wavefunction ``log_psi(params, s) -> (batch,)`` (the sampler's)."""
@@ -384,10 +393,7 @@ class VMC:
                 chains = state.sampler
             else:
                 samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
-            if self._hamiltonian_rows is not None:  # H within the rows: psi on the rows only
-                e_loc = row_local_energies(*self._hamiltonian_rows, log_psi_s)
-            else:
-                e_loc = local_energies(params, samples, log_psi_s)
+            e_loc = self._row_or_local_energies(local_energies, params, samples, log_psi_s)
             jac = jacobian(differentiate, params, samples, chunk_size=sizes.jacobian, mesh=mesh)
             exact = {"weights": weights} if self.exact else {}
             direction, precond, info = self.preconditioner.update(
@@ -427,9 +433,10 @@ def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> 
     Returns the :class:`~quantax_lite.stats.Stats` of the local energies and the
     state with the advanced chains.
     """
-    if vmc.exact:  # exact sums: n_samples does not apply, the error is 0
+    if vmc.exact:  # exact sums, as the step makes them: n_samples does not apply, the error is 0
         samples, log_psi_s, weights = vmc.sampler.probabilities(state.params)
-        return exact_statistics(vmc.local_energies(state.params, samples, log_psi_s), weights), state
+        e_loc = vmc._row_or_local_energies(vmc.local_energies, state.params, samples, log_psi_s)
+        return exact_statistics(e_loc, weights), state
     n_samples = 4 * vmc.n_samples if n_samples is None else n_samples
     # Sampled in blocks of at most vmc.n_samples, so memory stays that of a training step;
     # the blocks are consecutive stretches of the same chains.

@@ -98,6 +98,19 @@ def test_gram_upper_block_triangle(rng, m, complex_):
     np.testing.assert_allclose(got, a @ a.conj().T, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["real", "complex_real_params", "holomorphic"])
+def test_sr_with_panelled_gram_matches_dense_reference(rng, kind):
+    """P = 1030 parameters: SR forms each block's contribution to S from the upper panel
+    pairs of its 1030 columns (4 panels of uneven size), in blocks of 16 of the 40 rows."""
+    real_params = kind != "holomorphic"
+    O, e = random_problem(rng, 40, 1030, kind)
+    ref = reference_update(O, e, 1e-3, 1e-2, real_params)
+    with blocks_of(16, "sr", 40, 1030, kind):
+        x = sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-3, diag_scale=1e-2, method="sr",
+                         real_params=real_params)
+    np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+
+
 def test_minsr_with_many_samples_matches_dense_reference(rng):
     """N = 1030 samples (the panelled Gram matrix, padding to 8 devices) against numpy."""
     O, e = random_problem(rng, 1030, 1100, "real")
