@@ -82,13 +82,16 @@ SYSTEMS = {
     # depth 4 by default) with its 120-degree phase rule (--phase-rule auto: a nearly uniform
     # network starts at the coplanar ordered state; without it, from a random start, this
     # row reached 1.7e-1 after 143 steps) and SPRING, as for J1-J2.
-    # 6x6: the default network (16 channels, depth 4, 18.8k parameters); sized from the
-    # 6x6 steps of vmc_scale.json with the float32 lax_gather form (about 1.6 s Heisenberg,
-    # 2.5 s J1-J2), restored to the full group (576 elements) for the last steps
+    # 6x6 J1-J2 (below): the default network (16 channels, depth 4, 18.8k parameters); sized
+    # from the 6x6 steps of vmc_scale.json with the float32 lax_gather form (about 2.5 s),
+    # restored to the full group (576 elements) for the last steps
     "heisenberg_6x6": dict(
         target=1e-4, minutes=30,
-        args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--symmetry", "translations>full@900",
-              "--iters", "960", "--lr-half-life", "250", "--eval-samples", "16384"],
+        # a smaller network than the 6x6 default (16 channels, depth 4: 18.7k parameters,
+        # 6.3 s per step here, 220 steps in the budget): 8 channels, depth 3 (a receptive
+        # field of 7 x 7 cells covers the lattice), about 1.65 s per step
+        args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--channels", "8", "--depth", "3",
+              "--iters", "850", "--lr-half-life", "300", "--eval-samples", "32768"],
         published=[("exact (ED), 6x6 Heisenberg", -0.678872)],
     ),
     "j1j2_6x6": dict(
@@ -103,22 +106,21 @@ SYSTEMS = {
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--iters", "450",
               "--lr-half-life", "120", "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
-    # 6 cells of 3 sites, with the q = 0 phase rule (--phase-rule auto). The 18-site ground
-    # state lies at momentum b1/2, spin parity -1,
+    # 6 cells of 3 sites. The 18-site ground state lies at momentum b1/2, spin parity -1,
     # odd under the rotation by pi (docs/physics.md): the recipe's sector options put the
-    # network there (the trivial sector of full reached -7.7637 against -8.0483), with the
-    # plane-wave readout (--momentum-readout plane_wave, the default: a momentum eigenstate,
-    # so 4 images per configuration instead of the 24 of the sector's group; the step went
-    # from 0.9 s to 0.3 s). A small network (8 channels, depth 2: 2.6k parameters); plain SR
-    # (SPRING with momentum 0.9 diverged there). With 512 samples per step it stalled near
-    # 3.8e-2; by exact sums over the sector's 2032 orbits (--sampling exact_sum, 1.7 s per
-    # step, most of it the 2592 x 2592 SR solve) it passes that plateau (docs/benchmarks.md).
+    # network there (the trivial sector of full reached -7.7637 against -8.0483). Its
+    # characters are real, so the ground state is real: a signed network (real Jacobian:
+    # the SR system is the 2032 x 2032 one of the sector's orbits, not 4064 x 4064 as for a
+    # complex psi) without a phase rule, 12 channels, depth 2 (5.7k parameters), by exact
+    # sums over the sector's 2032 orbits (--sampling exact_sum). With 8 channels, signed or
+    # complex (q = 0 phase rule, plane-wave readout), it stalled near 2e-3; with 512
+    # samples per step near 3.8e-2 (docs/benchmarks.md).
     "heisenberg_kagome2x3": dict(
         target=1e-3,
         args=["--lattice", "kagome:2x3", "--hamiltonian", "heisenberg", "--symmetry", "full", "--momentum", "1,0",
-              "--spin-parity", "-1", "--rotation-parity", "-1", "--channels", "8", "--depth", "2",
-              "--sampling", "exact_sum", "--iters", "2000", "--lr", "0.15", "--lr-half-life", "1000",
-              "--diag-shift", "1e-3"],
+              "--spin-parity", "-1", "--rotation-parity", "-1", "--amplitude", "signed", "--phase-rule", "none",
+              "--channels", "12", "--depth", "2", "--sampling", "exact_sum", "--iters", "400", "--lr", "0.1",
+              "--lr-half-life", "1000", "--diag-shift", "1e-3"],
     ),
 }
 

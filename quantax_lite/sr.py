@@ -217,9 +217,9 @@ def _block_rows(block_bytes: int, other_dim: int, itemsize: int) -> int:
 def _gram(a: jax.Array) -> jax.Array:
     """``a @ a^H`` for ``a`` (m, k), computing only the upper block triangle.
 
-    The rows are split into up to 6 panels of at least 256 rows; the products of panel
-    pairs (i <= j) are formed and the lower blocks mirrored: 7/12 of the multiply-adds
-    of the plain product for 6 panels.
+    The rows are split into up to 4 panels of at least 256 rows; the products of panel
+    pairs (i <= j) are formed and the lower blocks mirrored: about 5/8 of the
+    multiply-adds of the plain product for 4 panels.
     """
     m = a.shape[0]
     n_panels = int(min(4, m // 256))
