@@ -103,8 +103,10 @@ SYSTEMS = {
     ),
     "heisenberg_triangular6x6": dict(
         target=1e-3, minutes=30, published=[("exact (ED), 36-site triangular", -0.5603734)],
-        args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--iters", "450",
-              "--lr-half-life", "120", "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
+        # 8 channels, depth 3 (the 6x6 Heisenberg row's lesson: more steps of a smaller network)
+        args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "8", "--depth", "3",
+              "--iters", "600", "--lr-half-life", "200", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
+              "--eval-samples", "32768"],
     ),
     # 6 cells of 3 sites. The 18-site ground state lies at momentum b1/2, spin parity -1,
     # odd under the rotation by pi (docs/physics.md): the recipe's sector options put the

@@ -208,10 +208,10 @@ def test_final_estimate_of_exact_sums_is_the_steps_sum(rng):
     2.2e-7 below the ground state that way while its steps' sums were 4.6e-9 above it."""
     lattice, ham, group, model = _chain_j1j2()
     params = random_params(model, all_states(lattice.n_sites, 0)[:1], rng)
-    weights = jnp.arange(1, lattice.n_sites + 1)
+    site_code = jnp.arange(1, lattice.n_sites + 1)
 
     def rounded(p, s):  # the network's values off by about 1e-6, differently on each configuration
-        return model.apply(p, s) + 1e-6 * jnp.sin(s.astype(jnp.float32) @ weights)
+        return model.apply(p, s) + 1e-6 * jnp.sin(s.astype(jnp.float32) @ site_code)
 
     sampler = FullSumSampler(rounded, lattice.n_sites, total_sz=0, symmetry=group)
     vmc = VMC(ham, sampler, optax.sgd(0.0), None, preconditioner=sr(1e-3))
