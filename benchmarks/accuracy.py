@@ -93,9 +93,10 @@ SYSTEMS = {
     ),
     "j1j2_6x6": dict(
         target=2e-3, minutes=60,
-        # the 6x6 Heisenberg row's network (8 channels, depth 3: 2.4 s per step here against
+        # the 6x6 Heisenberg row's network (8 channels, depth 3: 2.5 s per step here against
         # 12 s for the default one, which stopped after 237 steps at 4.8e-3), translations
-        # only: a step with the full group's 576 images costs 16 translation-only steps
+        # only: the full group (576 images, 16x those of the translations) gained only 13% on
+        # this row's parameters (docs/benchmarks.md)
         args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "8", "--depth", "3",
               "--iters", "1250", "--lr-half-life", "300", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
               "--eval-samples", "32768"],
