@@ -223,7 +223,7 @@ def _train(args, recipe, out, config, main) -> dict:
     t0 = time.perf_counter()
     records = []
     try:
-        r, state = _run_stages(args, recipe, r, state, out, config, main, records, t0)
+        r, state, stage = _run_stages(args, recipe, r, state, out, config, main, records, t0)
         summary["stopped_at_time_limit"] = int(state.iteration) < args.iters
     except MemoryBudgetError as err:  # chunk_size auto: found when the first step compiles
         raise UsageError(_as_option(str(err))) from None
@@ -248,7 +248,8 @@ def _train(args, recipe, out, config, main) -> dict:
             state, weights, stats = state._replace(sampler=chains), None, statistics(e_loc)
     except MemoryBudgetError as err:  # a resumed run that has no step left to take
         raise UsageError(_as_option(str(err))) from None
-    summary.update(iterations=int(state.iteration), **summary_of(stats, r.lattice.n_sites, exact))
+    summary.update(iterations=int(state.iteration), estimate_symmetry=stage,
+                   **summary_of(stats, r.lattice.n_sites, exact))
     if not summary["diverged"] and args.measure:  # every observable, the table's from them
         obs = (measure_samples(r, state.params, *every_configuration(r, state.params), chunk_size=recipe.chunk_size)
                if exact_sum else measure_samples(r, state.params, samples, chunk_size=recipe.chunk_size))
@@ -262,7 +263,9 @@ def _train(args, recipe, out, config, main) -> dict:
         summary.update(_order_parameter(r, state.params, samples, recipe.chunk_size, weights))
     summary.update(wall_time_s=time.perf_counter() - t0, seconds_per_iteration=per_iteration)
     if main and not summary["diverged"]:
-        summary["zero_variance_extrapolation"] = zero_variance_of_run(out)
+        # over the steps of the stage estimated only (a staged run's earlier group is another wavefunction)
+        summary["zero_variance_extrapolation"] = zero_variance_of_run(
+            out, after_iteration=dict(recipe.symmetry_stages())[stage])
     if main:
         finish_run(out, summary, exact)
     if summary["diverged"]:
@@ -279,7 +282,9 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
     first iteration) from where the state is, the state carried over at a switch
     (:func:`~quantax_lite.recipes.switch_stage`: same parameters, optimizer state and
     chains); one log, one series of checkpoints. Appends the log records to ``records``;
-    returns the run of the final iteration's stage and the final state."""
+    returns the run of the stage that took the last step (that of the final iteration once
+    ``--iters`` is reached; the earlier one where ``--time-limit`` stops a run at a stage's
+    end), the final state and that stage's name."""
     from .recipes import build, switch_stage
     from .vmc import run
 
@@ -299,7 +304,7 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
                           "the same parameters", file=sys.stderr, flush=True)
             state = switch_stage(r, state)  # a checkpoint at a stage's start was written by the stage before
         if it >= args.iters and not first:  # (a first call with no step left still tidies the log)
-            return r, state
+            return r, state, current
         end, first = min([s for s in starts if s > it] + [args.iters]), False
         state, part = run(r.vmc, state, end, out_dir=out, checkpoint_every=args.checkpoint_every,
                           keep_checkpoints=args.keep_checkpoints, progress=not args.no_progress,
@@ -312,7 +317,7 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
             if main and not args.no_progress:
                 print(f"quantax-lite: --time-limit {args.time_limit:g} min reached at step {int(state.iteration)} of "
                       f"{args.iters}; --resume continues the run", file=sys.stderr, flush=True)
-            return r, state
+            return r, state, current
 
 
 def _time_limit(minutes, t0):

@@ -67,6 +67,8 @@ def format_table(summary: dict) -> str:
 def _symmetry_cell(summary: dict) -> str:
     """The group and, where set, its sector: momentum (m1, m2), spin parity, rotation parity."""
     parts = [str(summary.get("symmetry", "n/a"))]
+    if summary.get("estimate_symmetry") not in (None, summary.get("symmetry")):  # staged: the final group
+        parts[0] += f" (final estimate: {summary['estimate_symmetry']})"
     if summary.get("momentum") is not None:
         parts.append("momentum (" + ", ".join(str(m) for m in summary["momentum"]) + ")")
     for key, label in (("spin_parity", "spin parity"), ("rotation_parity", "rotation parity")):
@@ -180,18 +182,25 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     plt.close(fig)
 
 
-def zero_variance_of_run(out_dir: str, fraction: float = 0.25) -> dict | None:
+def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: int = 0) -> dict | None:
     """The zero-variance extrapolation (:mod:`quantax_lite.estimates`) over the last
-    ``fraction`` of the steps in ``out_dir/log.jsonl``, as a JSON-ready dict with
-    ``fraction`` and a ``note``; None when too few steps are usable. An extrapolation,
-    reported beside the variational energy, never as it."""
+    ``fraction`` of the steps in ``out_dir/log.jsonl`` that come after ``after_iteration``
+    (the start of a staged run's last symmetry stage, so the fit describes the wavefunction
+    of the final estimate, not that of an earlier group), as a JSON-ready dict with
+    ``fraction``, ``after_iteration`` and a ``note``; None when too few steps are usable.
+    An extrapolation, reported beside the variational energy, never as it."""
     from .estimates import zero_variance_from_log
     from .run_folder import read_log
 
-    fit = zero_variance_from_log(read_log(os.path.join(out_dir, "log.jsonl")), fraction)
+    if isinstance(after_iteration, bool) or not isinstance(after_iteration, int) or after_iteration < 0:
+        raise ValueError(f"after_iteration: expected an int >= 0, got {after_iteration!r}")
+    records = read_log(os.path.join(out_dir, "log.jsonl"))
+    if after_iteration:  # the log numbers a step by the iteration it ends at (1 for the first)
+        records = [r for r in records if isinstance(r.get("iteration"), int) and r["iteration"] > after_iteration]
+    fit = zero_variance_from_log(records, fraction)
     if fit is None or not all(math.isfinite(v) for v in (fit.energy, fit.error)):
         return None
-    return dict(fit.to_dict(), fraction=fraction,
+    return dict(fit.to_dict(), fraction=fraction, after_iteration=int(after_iteration),
                 note="intercept of E vs variance over the training steps; an extrapolation, not a variational energy")
 
 

@@ -139,9 +139,13 @@ def test_time_limit_stops_with_a_checkpoint_and_resume_continues(tmp_path, capsy
     assert [r["energy"] for r in _log(out)] == [r["energy"] for r in _log(full)]
     # a limit that passes in the last step of a stage ends the run there (no step of the next)
     staged = str(tmp_path / "staged")
+    capsys.readouterr()
     assert main(common + ["--out", staged, "--symmetry", "translations>full@1", "--time-limit", "1e-6"]) == 0
     summary = json.load(open(os.path.join(staged, "summary.json")))
     assert summary["stopped_at_time_limit"] is True and summary["iterations"] == 1 and len(_log(staged)) == 1
+    # the final estimate is that of the stage the run stopped in, and says so
+    assert summary["estimate_symmetry"] == "translations"
+    assert "translations>full@1 (final estimate: translations)" in capsys.readouterr().out
 
 
 def edit_run_config(out, edit) -> dict:

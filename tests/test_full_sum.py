@@ -302,6 +302,7 @@ def test_exact_sum_run_from_the_command(tmp_path, capsys):
     assert [r["iteration"] for r in log] == list(range(1, 9))
     assert all(r["energy_error"] == 0 for r in log)
     assert summary["sampling"] == "exact_sum" and summary["energy_error"] == 0 and summary["iterations"] == 8
+    assert summary["symmetry"] == "translations>full@4" and summary["estimate_symmetry"] == "full"
     loaded = load_run(out)
     run = loaded.run
     assert run.sampler.symmetry == run.symmetry  # the full group's orbits after the switch

@@ -109,6 +109,28 @@ def test_zero_variance_extrapolation_of_a_run_folder(tmp_path, rng):
     assert zero_variance_of_run(str(tmp_path)) is None  # 5 steps in the last quarter: too few for a line
 
 
+def test_zero_variance_extrapolation_fits_the_last_stage_only(tmp_path, rng):
+    """A staged run's extrapolation uses the steps after the last stage began
+    (``after_iteration``): the steps of the earlier group, on another line, are left out,
+    and a fit over every step would miss the last stage's intercept."""
+    import json
+
+    before = [(-8.30, 0.8, v) for v in np.linspace(3.0, 1.0, 60)]  # (intercept, slope, variance)
+    after = [(-8.45, 0.3, v) for v in np.linspace(0.9, 0.1, 40)]
+    records = [{"iteration": k + 1, "energy": e0 + a * v + 1e-4 * rng.standard_normal(), "variance": v,
+                "energy_error": 1e-4} for k, (e0, a, v) in enumerate(before + after)]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    staged = zero_variance_of_run(str(tmp_path), fraction=1.0, after_iteration=60)
+    assert staged["n_points"] == 40 and staged["after_iteration"] == 60
+    assert abs(staged["energy"] + 8.45) < 4 * staged["error"] and staged["error"] < 1e-3
+    mixed = zero_variance_of_run(str(tmp_path), fraction=1.0)
+    assert mixed["n_points"] == 100 and abs(mixed["energy"] + 8.45) > 0.05
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="^after_iteration"):
+            zero_variance_of_run(str(tmp_path), after_iteration=bad)
+    assert zero_variance_of_run(str(tmp_path), after_iteration=95) is None  # 5 steps: too few for a line
+
+
 def _observables(q, mean, error, r, distance, c_mean):
     return {"schema": "quantax_lite.observables/1",
             "structure_factor": {"q": q, "mean": mean, "error": error},
