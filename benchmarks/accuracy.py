@@ -107,7 +107,7 @@ SYSTEMS = {
         target=1e-3, minutes=30, published=[("exact (ED), 36-site triangular", -0.5603734)],
         # 8 channels, depth 3 (the 6x6 Heisenberg row's lesson: more steps of a smaller network),
         # 300 steps with the translations, then 50 with the full group (translations x C6v x spin
-        # inversion, 864 images, about 20x the cost of a translation step): the switch takes the
+        # inversion, 864 images, 23x the time of a translation step): the switch takes the
         # energy from 1.2e-2 to 3.8e-3 at once, the full-group steps on from there; 3072 final
         # samples, since a full-group sample costs about 7 translation-only ones
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "8", "--depth", "3",

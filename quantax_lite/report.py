@@ -185,8 +185,8 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
 def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: int = 0) -> dict | None:
     """The zero-variance extrapolation (:mod:`quantax_lite.estimates`) over the last
     ``fraction`` of the steps in ``out_dir/log.jsonl`` that come after ``after_iteration``
-    (the start of a staged run's last symmetry stage, so the fit describes the wavefunction
-    of the final estimate, not that of an earlier group), as a JSON-ready dict with
+    (for a staged run the start of the symmetry stage its final estimate uses, so the fit
+    describes that wavefunction, not the one of an earlier group), as a JSON-ready dict with
     ``fraction``, ``after_iteration`` and a ``note``; None when too few steps are usable.
     An extrapolation, reported beside the variational energy, never as it."""
     from .estimates import zero_variance_from_log
