@@ -151,6 +151,24 @@ def convergence(log_records, exact_energy):
     return np.asarray(t, float), np.asarray(rel, float)
 
 
+def thinned(t, rel, n: int = 200) -> dict:
+    """At most ``n`` points of a convergence curve, evenly spaced by step (the first and last
+    kept), as the JSON row's ``convergence``: ``{"wall_time_s": [...], "relative_error": [...]}``."""
+    idx = np.unique(np.linspace(0, len(t) - 1, min(n, len(t))).round().astype(int)) if len(t) else []
+    return {"wall_time_s": [round(float(t[i]), 2) for i in idx],
+            "relative_error": [float(f"{rel[i]:.4g}") for i in idx]}
+
+
+def curves_of(rows):
+    """``[(row, t, rel), ...]`` for :func:`plot_convergence` from JSON rows (a row without a
+    stored curve, from before they were kept, shows its final estimate only)."""
+    out = []
+    for row in rows:
+        c = row.get("convergence") or {"wall_time_s": [], "relative_error": []}
+        out.append((row, np.asarray(c["wall_time_s"], float), np.asarray(c["relative_error"], float)))
+    return out
+
+
 def plot_convergence(curves, path):
     """One panel per row: relative error against wall time (minutes), log scale, with the
     row's target and its time budget. ``curves``: ``[(row, t, rel), ...]``."""
@@ -160,12 +178,19 @@ def plot_convergence(curves, path):
     import matplotlib.pyplot as plt
 
     n = max(1, len(curves))
-    fig, axes = plt.subplots(1, n, figsize=(4 * n, 3.2), squeeze=False)
-    for ax, (row, t, rel) in zip(axes[0], curves):
+    cols = min(n, 3)
+    rows_ = -(-n // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4 * cols, 3.2 * rows_), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, (row, t, rel) in zip(axes.flat, curves):
+        ax.set_xlim(0, max(row.get("minutes_budget") or 0, row["wall_time_s"] / 60) * 1.05)
         if len(t):
             ax.semilogy(t / 60, rel, lw=0.6, color="C0", label="training energy")
+        ax.set_yscale("log")
         ax.axhline(row["target"], color="C3", ls="--", lw=1, label=f"target {row['target']:.0e}")
-        ax.axvline(row["minutes_budget"], color="0.5", ls=":", lw=1, label=f"{row['minutes_budget']} min")
+        if row.get("minutes_budget"):  # (rows of the first runs recorded none)
+            ax.axvline(row["minutes_budget"], color="0.5", ls=":", lw=1, label=f"{row['minutes_budget']} min")
         if row["relative_error"] is not None:
             ax.errorbar([row["wall_time_s"] / 60], [max(row["relative_error"], 1e-9)],
                         yerr=[[0], [row["relative_error_bar"]]], fmt="o", color="k", ms=3, label="final estimate")
@@ -185,12 +210,18 @@ def main(argv=None):
     parser.add_argument("--out", default="runs/accuracy", help="parent directory of the runs")
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "accuracy.json"))
     parser.add_argument("--plot", default=os.path.join(os.path.dirname(__file__), "results", "accuracy.png"))
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from the rows in --json")
     args = parser.parse_args(argv)
+    if args.replot:
+        with open(args.json) as fh:
+            plot_convergence(curves_of(json.load(fh)), args.plot)
+        print(f"wrote {args.plot}")
+        return
 
     from quantax_lite import cli
     from quantax_lite.run_folder import read_log
 
-    rows, curves = [], []
+    rows = []
     for name in args.only or SYSTEMS:
         spec = SYSTEMS[name]
         opts = list(spec["args"])
@@ -225,7 +256,8 @@ def main(argv=None):
             "met": summary["relative_error"] is not None and summary["relative_error"] <= spec["target"]
             and wall <= 60 * minutes,
         })
-        curves.append((rows[-1], *convergence(read_log(os.path.join(out, "log.jsonl")), summary["exact_energy"])))
+        rows[-1]["convergence"] = thinned(*convergence(read_log(os.path.join(out, "log.jsonl")),
+                                                       summary["exact_energy"]))
         print(json.dumps(rows[-1]), flush=True)
     print()
     print(f"{'system':<26} {'rel. error':>20} {'V-score':>8} {'target':>8} {'budget':>7} {'met':>4} {'minutes':>8}")
@@ -237,15 +269,15 @@ def main(argv=None):
             print(f"    beside: {p['energy_per_site']:.6f} per site ({p['source']}); ours "
                   f"{r['energy_per_site']:.6f} ± {r['energy_error'] / (r['energy'] / r['energy_per_site']):.1e}")
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    if args.plot and curves:
-        plot_convergence(curves, args.plot)
-        print(f"wrote {args.plot}")
     if args.only and os.path.exists(args.json):  # keep the other systems' rows
         with open(args.json) as fh:
             kept = [r for r in json.load(fh) if r["system"] not in args.only]
         rows = sorted(kept + rows, key=lambda r: list(SYSTEMS).index(r["system"]) if r["system"] in SYSTEMS else 99)
     with open(args.json, "w") as fh:
         json.dump(rows, fh, indent=2)
+    if args.plot and rows:  # every row of the JSON, those kept from earlier runs too
+        plot_convergence(curves_of(rows), args.plot)
+        print(f"wrote {args.plot}")
 
 
 if __name__ == "__main__":

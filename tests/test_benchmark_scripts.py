@@ -201,3 +201,17 @@ def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_p
     png = tmp_path / "acc.png"
     accuracy.plot_convergence([(row, t, rel)], png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the curve kept in the JSON row: at most n points, the first and last among them
+    t_long, rel_long = np.arange(1001.0), 1.0 / (1.0 + np.arange(1001.0))
+    c = accuracy.thinned(t_long, rel_long, n=50)
+    assert len(c["wall_time_s"]) == 50 and c["wall_time_s"][0] == 0.0 and c["wall_time_s"][-1] == 1000.0
+    np.testing.assert_allclose(c["relative_error"], 1.0 / (1.0 + np.asarray(c["wall_time_s"])), rtol=1e-3)
+    assert accuracy.thinned(t, rel)["relative_error"] == [0.125, 0.0125, 0.005]
+    # every row of the JSON is plotted, one without a stored curve by its final point only
+    rows = [dict(row, convergence=c), {k: v for k, v in row.items() if k != "minutes_budget"} | {"system": "y"}]
+    curves = accuracy.curves_of(rows)
+    assert [len(x[1]) for x in curves] == [50, 0]
+    json_path = tmp_path / "acc.json"
+    json_path.write_text(json.dumps(rows))
+    accuracy.main(["--replot", "--json", str(json_path), "--plot", str(tmp_path / "all.png")])
+    assert (tmp_path / "all.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
