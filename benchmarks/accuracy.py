@@ -179,14 +179,14 @@ def plot_convergence(curves, path):
 
     n = max(1, len(curves))
     cols = min(n, 3)
-    rows_ = -(-n // cols)
-    fig, axes = plt.subplots(rows_, cols, figsize=(4 * cols, 3.2 * rows_), squeeze=False)
+    n_rows = -(-n // cols)
+    fig, axes = plt.subplots(n_rows, cols, figsize=(4 * cols, 3.2 * n_rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, (row, t, rel) in zip(axes.flat, curves):
         ax.set_xlim(0, max(row.get("minutes_budget") or 0, row["wall_time_s"] / 60) * 1.05)
         if len(t):
-            ax.semilogy(t / 60, rel, lw=0.6, color="C0", label="training energy")
+            ax.plot(t / 60, rel, lw=0.6, color="C0", label="training energy")
         ax.set_yscale("log")
         ax.axhline(row["target"], color="C3", ls="--", lw=1, label=f"target {row['target']:.0e}")
         if row.get("minutes_budget"):  # (rows of the first runs recorded none)
