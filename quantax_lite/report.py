@@ -188,19 +188,20 @@ def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: 
     (for a staged run the start of the symmetry stage its final estimate uses, so the fit
     describes that wavefunction, not the one of an earlier group), as a JSON-ready dict with
     ``fraction``, ``after_iteration`` and a ``note``; None when too few steps are usable.
-    An extrapolation, reported beside the variational energy, never as it."""
+    An extrapolation, reported beside the variational energy, never as it. ``after_iteration``
+    not an int >= 0: ``TypeError`` / ``ValueError`` naming it."""
+    from ._validate import positive_int
     from .estimates import zero_variance_from_log
     from .run_folder import read_log
 
-    if isinstance(after_iteration, bool) or not isinstance(after_iteration, int) or after_iteration < 0:
-        raise ValueError(f"after_iteration: expected an int >= 0, got {after_iteration!r}")
+    after_iteration = positive_int(after_iteration, "after_iteration", minimum=0)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
     if after_iteration:  # the log numbers a step by the iteration it ends at (1 for the first)
         records = [r for r in records if isinstance(r.get("iteration"), int) and r["iteration"] > after_iteration]
     fit = zero_variance_from_log(records, fraction)
     if fit is None or not all(math.isfinite(v) for v in (fit.energy, fit.error)):
         return None
-    return dict(fit.to_dict(), fraction=fraction, after_iteration=int(after_iteration),
+    return dict(fit.to_dict(), fraction=fraction, after_iteration=after_iteration,
                 note="intercept of E vs variance over the training steps; an extrapolation, not a variational energy")
 
 

@@ -125,8 +125,10 @@ def test_zero_variance_extrapolation_fits_the_last_stage_only(tmp_path, rng):
     assert abs(staged["energy"] + 8.45) < 4 * staged["error"] and staged["error"] < 1e-3
     mixed = zero_variance_of_run(str(tmp_path), fraction=1.0)
     assert mixed["n_points"] == 100 and abs(mixed["energy"] + 8.45) > 0.05
-    for bad in (-1, 2.5, True):
-        with pytest.raises(ValueError, match="^after_iteration"):
+    with pytest.raises(ValueError, match="^after_iteration: expected an int >= 0"):
+        zero_variance_of_run(str(tmp_path), after_iteration=-1)
+    for bad in (2.5, True):  # not an int: TypeError, as the project's other int checks
+        with pytest.raises(TypeError, match="^after_iteration: expected an int >= 0"):
             zero_variance_of_run(str(tmp_path), after_iteration=bad)
     assert zero_variance_of_run(str(tmp_path), after_iteration=95) is None  # 5 steps: too few for a line
 
