@@ -213,6 +213,7 @@ def _train(args, recipe, out, config, main) -> dict:
               f"{jax.device_count()} device(s); writing {out}", file=sys.stderr)
     summary = dict(lattice=r.lattice.name, hamiltonian=args.hamiltonian, n_sites=r.lattice.n_sites,
                    n_params=r.n_params, sampling=recipe.sampling, n_samples=r.vmc.n_samples,
+                   full_stage_samples=recipe.full_stage_samples, full_stage_lr=recipe.full_stage_lr,
                    n_eval_samples=None if exact_sum else recipe.n_eval_samples,
                    exact_energy=exact, device_count=jax.device_count(), process_count=jax.process_count(),
                    precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
@@ -301,7 +302,7 @@ def _run_stages(args, recipe, r, state, out, config, main, records, t0):
                 if main and not args.no_progress:
                     n = getattr(r.model, "n_elements", 1)
                     print(f"quantax-lite: from step {it}: symmetry {current} ({n} image(s) per configuration), "
-                          "the same parameters", file=sys.stderr, flush=True)
+                          f"{r.vmc.n_samples} samples/step, the same parameters", file=sys.stderr, flush=True)
             state = switch_stage(r, state)  # a checkpoint at a stage's start was written by the stage before
         if it >= args.iters and not first:  # (a first call with no step left still tidies the log)
             return r, state, current
@@ -442,7 +443,7 @@ def measure_run(args) -> dict:
     import jax
 
     from ._validate import positive_int
-    from .recipes import default_chains, load_run, recipe_of_run
+    from .recipes import load_run, recipe_of_run
     from .report import energy_unit, plot_energy, write_observables
     from .run_folder import lock_run_folder, read_log
 
@@ -457,10 +458,11 @@ def measure_run(args) -> dict:
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
     n = args.samples or recipe.n_eval_samples
-    chains, block = recipe.chains or default_chains(recipe.samples, jax.device_count()), min(n, recipe.samples)
-    if not exact_sum and (n % block or block % chains):
+    chains = recipe.n_chains(jax.device_count())
+    per_step = sorted({recipe.samples_at(start) for _, start in recipe.symmetry_stages()})
+    if not exact_sum and (n % chains or any(n > b and n % b for b in per_step)):
         raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
-                         f"{recipe.samples} samples per step when larger.")
+                         f"{' / '.join(map(str, per_step))} samples per step when larger.")
     with lock_run_folder(out):
         loaded = _usage(load_run, out, chunk_size=args.chunk_size, memory_budget=args.memory_budget)
         r, state = loaded.run, loaded.state

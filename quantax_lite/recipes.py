@@ -55,7 +55,8 @@ MAX_ED_SITES = 20
 FRUSTRATED_INIT_SCALE = 0.3
 # Recipe fields added after runs were made without them, with the value those runs had.
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
-                          "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis"}
+                          "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
+                          "full_stage_samples": None, "full_stage_lr": None}
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -237,8 +238,12 @@ class Recipe:
                            "systems: up to 22 sites; samples, chains, sweep-size and eval-samples do not apply)",
                            SAMPLINGS)
     samples: int = _field(1024, int, "optimization", "samples per step")
-    chains: int | None = _field(None, int, "optimization", "Markov chains (default: one per sample, a multiple "
-                                "of the device count)")
+    full_stage_samples: int | None = _field(None, int, "optimization", "with a staged symmetry "
+                                            "('translations>full@N'): samples per step from step N on, where "
+                                            "each costs the full group's images (fewer samples: more, noisier "
+                                            "steps in the same time) (default: samples)")
+    chains: int | None = _field(None, int, "optimization", "Markov chains (default: one per sample, of the stage "
+                                "with the fewest samples per step; a multiple of the device count)")
     sweep_size: int | None = _field(None, int, "optimization", "Metropolis proposals per chain between samples "
                                     "(default: n_sites/2 exchanges of anti-aligned pairs for Sz-conserving "
                                     "models, n_sites flips otherwise)")
@@ -252,12 +257,17 @@ class Recipe:
     lr: float = _field(0.02, float, "optimization", "initial learning rate")
     lr_half_life: float = _field(100.0, float, "optimization", "steps over which the learning rate halves (down "
                                  "to lr/10), independent of the run length (a resumed run continues it)")
+    full_stage_lr: float | None = _field(None, float, "optimization", "with a staged symmetry "
+                                         "('translations>full@N'): the learning rate at step N, halving over "
+                                         "lr-half-life from there (down to a tenth of it) (default: the schedule "
+                                         "of lr goes on)")
     diag_shift: float = _field(1e-4, float, "optimization", "absolute SR diagonal shift")
     diag_scale: float = _field(0.0, float, "optimization", "relative SR diagonal shift (x mean diagonal of S)")
     sr_momentum: float = _field(0.0, float, "optimization", "SPRING memory in [0, 1): each direction keeps this "
                                 "fraction of the last where the step's samples leave it undetermined; 0: MinSR")
     eval_samples: int | None = _field(None, int, "optimization", "fresh samples of the final energy, drawn in "
-                                      "blocks of samples (default: 32 x samples)")
+                                      "blocks of a step's samples (default: 32 x the samples per step of the "
+                                      "last stage)")
     seed: int = _field(0, int, "optimization", "PRNG seed of the parameters and chains")
 
     def __post_init__(self):
@@ -294,6 +304,7 @@ class Recipe:
             positive_int(self.depth, "depth", minimum=0)
         finite_number(self.lr, "lr", above=0)
         finite_number(self.lr_half_life, "lr_half_life", above=0)
+        self._check_full_stage()
         finite_number(self.diag_shift, "diag_shift", minimum=0)
         finite_number(self.diag_scale, "diag_scale", minimum=0)
         if not (finite_number(self.sr_momentum, "sr_momentum") >= 0 and self.sr_momentum < 1):
@@ -308,17 +319,29 @@ class Recipe:
                 "sampled in the Sz = 0 sector, which needs an even number of sites."
             )
         n_eval = self.n_eval_samples
-        if n_eval > self.samples and n_eval % self.samples:
-            raise ValueError(
-                f"eval_samples: {n_eval} must be a multiple of samples ({self.samples}): the final "
-                "estimate is drawn in blocks of one step's samples."
-            )
+        for name, n in (("samples", self.samples), ("full_stage_samples", self.full_stage_samples)):
+            if n is not None and n_eval > n and n_eval % n:
+                raise ValueError(
+                    f"eval_samples: {n_eval} must be a multiple of {name} ({n}): the final estimate is "
+                    "drawn in blocks of one step's samples."
+                )
+
+    def _check_full_stage(self) -> None:
+        """``full_stage_samples`` / ``full_stage_lr``: positive, and only with a staged symmetry."""
+        if self.full_stage_samples is not None:
+            positive_int(self.full_stage_samples, "full_stage_samples")
+        if self.full_stage_lr is not None:
+            finite_number(self.full_stage_lr, "full_stage_lr", above=0)
+        for name in ("full_stage_samples", "full_stage_lr"):
+            if getattr(self, name) is not None and len(self.symmetry_stages()) == 1:
+                raise ValueError(f"{name}: applies to the full-group stage of a staged symmetry such as "
+                                 f"'translations>full@200'; symmetry is {self.symmetry!r}.")
 
     def _check_exact_sum(self, lattice) -> None:
         """With ``sampling`` exact_sum: no sampling options, and a sector small enough to sum."""
         if self.sampling != "exact_sum":
             return
-        for name in ("chains", "sweep_size", "eval_samples"):
+        for name in ("chains", "sweep_size", "eval_samples", "full_stage_samples"):
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
         from .hilbert import sector_size
@@ -425,7 +448,42 @@ class Recipe:
     @property
     def n_eval_samples(self) -> int:
         """Fresh samples of the final estimate."""
-        return 32 * self.samples if self.eval_samples is None else self.eval_samples
+        if self.eval_samples is not None:
+            return self.eval_samples
+        return 32 * self.samples_at(self.symmetry_stages()[-1][1])
+
+    def samples_at(self, iteration: int) -> int:
+        """Samples per step of the stage at ``iteration`` (:meth:`symmetry_at`):
+        ``full_stage_samples`` in the full-group stage of a staged symmetry, where given,
+        else ``samples``."""
+        positive_int(iteration, "iteration", minimum=0)
+        stages = self.symmetry_stages()
+        if self.full_stage_samples is not None and len(stages) > 1 and iteration >= stages[-1][1]:
+            return self.full_stage_samples
+        return self.samples
+
+    def n_chains(self, n_devices: int) -> int:
+        """Markov chains: ``chains``, or one per sample of the stage with the fewest samples
+        per step (:func:`default_chains`); the same in every stage, so that a run's state
+        keeps its shape (the stage with more samples draws several per chain)."""
+        if self.chains is not None:
+            return self.chains
+        return default_chains(min(self.samples, self.full_stage_samples or self.samples), n_devices)
+
+    def learning_rate(self, iteration: int = 0):
+        """The learning-rate schedule (an optax schedule of the step count) of the stage at
+        ``iteration``: ``lr`` halving every ``lr_half_life`` steps down to ``lr / 10``; in the
+        full-group stage of a staged symmetry with ``full_stage_lr``, that value at the
+        stage's first step, halving from there down to a tenth of it."""
+        import optax
+
+        positive_int(iteration, "iteration", minimum=0)
+        start = self.symmetry_stages()[-1][1]
+        if self.full_stage_lr is not None and start > 0 and iteration >= start:
+            return optax.exponential_decay(self.full_stage_lr, transition_steps=self.lr_half_life, decay_rate=0.5,
+                                           transition_begin=start, end_value=self.full_stage_lr / 10)
+        return optax.exponential_decay(self.lr, transition_steps=self.lr_half_life, decay_rate=0.5,
+                                       end_value=self.lr / 10)
 
     def symmetry_stages(self) -> tuple[tuple[str, int], ...]:
         """``((group, first iteration), ...)`` of ``symmetry`` (:func:`parse_symmetry`):
@@ -688,13 +746,14 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
         raise RuntimeError("build: the SR solve runs in float64; call jax.config.update('jax_enable_x64', True) "
                            "at start-up (the network may still run in float32).")
     n_devices = jax.device_count()
-    chains = recipe.chains or default_chains(recipe.samples, n_devices)
+    chains = recipe.n_chains(n_devices)
     if recipe.sampling == "metropolis":
         if chains % n_devices:
             raise ValueError(f"chains: {chains} must be a multiple of the device count {n_devices} "
                              "(the chains are split over every device).")
-        for name, n in (("samples", recipe.samples), ("eval_samples", recipe.n_eval_samples)):
-            if n % chains:
+        for name, n in (("samples", recipe.samples), ("full_stage_samples", recipe.full_stage_samples),
+                        ("eval_samples", recipe.n_eval_samples)):
+            if n is not None and n % chains:
                 raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
     lattice, ham, group = recipe.system(iteration)
     if len(recipe.symmetry_stages()) > 1:
@@ -719,12 +778,11 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     else:
         sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
                                     chunk_size=fixed_chunk)
-    schedule = optax.exponential_decay(recipe.lr, transition_steps=recipe.lr_half_life, decay_rate=0.5,
-                                       end_value=recipe.lr / 10)
+    schedule = recipe.learning_rate(iteration)
     preconditioner = sr(diag_shift=recipe.diag_shift, diag_scale=recipe.diag_scale)
     if recipe.sr_momentum:
         preconditioner = spring(preconditioner, recipe.sr_momentum)
-    n_samples = None if recipe.sampling == "exact_sum" else recipe.samples
+    n_samples = None if recipe.sampling == "exact_sum" else recipe.samples_at(iteration)
     vmc = VMC(ham, sampler, optax.sgd(schedule), n_samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))

@@ -209,20 +209,23 @@ def _log(out):
 
 @pytest.mark.slow
 def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(tmp_path, capsys):
-    """6 steps, the full group from step 3: one log of 6 steps with continuous times, the
-    switch announced once; the run folder cut back to its checkpoint at step 3 (written by
-    the translations stage) and resumed gives the same energies, step by step, and the
-    same final estimate; load_run rebuilds the stage of the newest checkpoint."""
+    """6 steps, the full group from step 3 with half the samples per step and its own
+    learning rate: one log of 6 steps with continuous times, the switch announced once;
+    the run folder cut back to its checkpoint at step 3 (written by the translations
+    stage) and resumed gives the same energies, step by step, and the same final
+    estimate; load_run rebuilds the stage of the newest checkpoint."""
     a = str(tmp_path / "a")
-    assert main(SMALL + ["--iters", "6", "--out", a]) == 0
+    full_stage = ["--full-stage-samples", "32", "--full-stage-lr", "0.1"]
+    assert main(SMALL + full_stage + ["--iters", "6", "--out", a]) == 0
     err = capsys.readouterr().err
-    assert err.count("from step 3: symmetry full") == 1, err
+    assert err.count("from step 3: symmetry full (4 image(s) per configuration), 32 samples/step") == 1, err
     log = _log(a)
     assert [x["iteration"] for x in log] == list(range(1, 7))
     times = [x["wall_time_s"] for x in log]
     assert times == sorted(times)
     summary = json.load(open(os.path.join(a, "summary.json")))
     assert summary["symmetry"] == "translations>full@3" and summary["iterations"] == 6
+    assert (summary["n_samples"], summary["full_stage_samples"], summary["full_stage_lr"]) == (64, 32, 0.1)
     steps = [int(os.path.basename(p)[11:-4]) for p in list_checkpoints(a)]
     assert 3 in steps and max(steps) == 6
     b = str(tmp_path / "b")
@@ -233,10 +236,75 @@ def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(
     os.remove(os.path.join(b, "summary.json"))
     loaded = load_run(b)
     assert int(loaded.state.iteration) == 3 and loaded.run.model.n_elements == 4  # the full group of chain:8
-    assert not bool(loaded.state.sampler.thermalized)
-    assert main(SMALL + ["--iters", "6", "--out", b, "--resume"]) == 0
+    assert loaded.run.vmc.n_samples == 32 and not bool(loaded.state.sampler.thermalized)
+    assert main(SMALL + ["--iters", "6", "--out", b, "--resume"]) == 2  # another run's options are refused
+    assert "--full-stage-samples None (was 32)" in capsys.readouterr().err
+    assert main(SMALL + full_stage + ["--iters", "6", "--out", b, "--resume"]) == 0
     assert capsys.readouterr().err.count("from step 3: symmetry full") == 1  # resumed in the full stage
     for x, y in zip(log, _log(b)):
         assert x["iteration"] == y["iteration"] and x["energy"] == y["energy"] and x["variance"] == y["variance"]
     assert len(_log(b)) == 6
     assert json.load(open(os.path.join(b, "summary.json")))["energy"] == summary["energy"]
+
+
+def test_full_stage_samples_and_learning_rate_hold_from_the_switch(rng):
+    """``full_stage_samples`` / ``full_stage_lr``: the step draws the full stage's samples
+    from the switch on, on the same chains (one per sample of the smaller count, so the
+    state keeps its shape); the optimizer of the full stage steps by ``full_stage_lr`` at
+    the switch, halving over ``lr_half_life`` from there down to a tenth; the translation
+    stage's schedule is unchanged, and without ``full_stage_lr`` the full stage goes on
+    with it."""
+    start, lr, half, lr_full = 5, 0.02, 10.0, float(rng.uniform(0.03, 0.1))
+    recipe = Recipe(lattice="4x2", symmetry=f"translations>full@{start}", samples=64, full_stage_samples=32,
+                    lr=lr, lr_half_life=half, full_stage_lr=lr_full, channels=2, depth=1, chunk_size=64)
+    assert [recipe.samples_at(i) for i in (0, start - 1, start, 10**6)] == [64, 64, 32, 32]
+    assert recipe.n_chains(1) == 32 and recipe.n_eval_samples == 32 * 32
+    r1, r2 = build(recipe), build(recipe, start)
+    assert (r1.vmc.n_samples, r2.vmc.n_samples) == (64, 32)
+    assert r1.sampler.n_chains == r2.sampler.n_chains == 32
+    assert jax.tree_util.tree_structure(r1.state) == jax.tree_util.tree_structure(r2.state)
+    for a, b in zip(jax.tree_util.tree_leaves(r1.state), jax.tree_util.tree_leaves(r2.state)):
+        assert np.shape(a) == np.shape(b)
+
+    def step_size(run, count):  # the optimizer's update of a unit gradient at step `count`
+        grad = jax.tree_util.tree_map(jnp.ones_like, run.state.params)
+        opt_state = jax.tree_util.tree_map(
+            lambda x: jnp.asarray(count, x.dtype) if np.ndim(x) == 0 and x.dtype == jnp.int32 else x,
+            run.state.opt_state)
+        updates, _ = run.vmc.optimizer.update(grad, opt_state, run.state.params)
+        return -float(jax.tree_util.tree_leaves(updates)[0].ravel()[0])
+
+    for count in (0, 3, start - 1):
+        assert step_size(r1, count) == pytest.approx(lr * 0.5 ** (count / half), rel=1e-6)
+    for count in (start, start + 7, start + 20):
+        assert step_size(r2, count) == pytest.approx(lr_full * 0.5 ** ((count - start) / half), rel=1e-6)
+    assert step_size(r2, start + 1000) == pytest.approx(lr_full / 10, rel=1e-6)
+    going_on = build(dataclasses.replace(recipe, full_stage_lr=None), start)
+    assert step_size(going_on, start + 7) == pytest.approx(lr * 0.5 ** ((start + 7) / half), rel=1e-6)
+    assert build(dataclasses.replace(recipe, full_stage_samples=None), start).vmc.n_samples == 64
+    for method in (recipe.samples_at, recipe.learning_rate):
+        with pytest.raises(ValueError, match="^iteration"):
+            method(-1)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(symmetry="full", full_stage_samples=32), "^full_stage_samples: applies to the full-group stage"),
+    (dict(symmetry="translations", full_stage_lr=0.01), "^full_stage_lr: applies to the full-group stage"),
+    (dict(full_stage_samples=0), "^full_stage_samples"),
+    (dict(full_stage_lr=0.0), "^full_stage_lr"),
+    (dict(full_stage_lr=float("nan")), "^full_stage_lr"),
+    (dict(full_stage_samples=48, eval_samples=64), "^eval_samples: 64 must be a multiple of full_stage_samples"),
+    (dict(sampling="exact_sum", samples=64, full_stage_samples=32), "^full_stage_samples: sampling 'exact_sum'"),
+])
+def test_bad_full_stage_options_are_refused_naming_them(changes, message):
+    with pytest.raises(ValueError, match=message):
+        Recipe(**{**dict(lattice="4x2", symmetry="translations>full@5", samples=64), **changes})
+
+
+def test_full_stage_options_on_the_command_line(capsys):
+    assert main(["train", "--symmetry", "full", "--full-stage-samples", "256", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "--full-stage-samples" in err and "staged symmetry" in err and "Traceback" not in err
+    assert main(["train", "--symmetry", "translations>full@5", "--full-stage-lr", "-1", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "--full-stage-lr" in err and "Traceback" not in err
