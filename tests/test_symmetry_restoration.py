@@ -245,6 +245,11 @@ def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(
         assert x["iteration"] == y["iteration"] and x["energy"] == y["energy"] and x["variance"] == y["variance"]
     assert len(_log(b)) == 6
     assert json.load(open(os.path.join(b, "summary.json")))["energy"] == summary["energy"]
+    # measure: fresh samples in blocks of a step's samples of either stage
+    assert main(["measure", "--out", a, "--samples", "48", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--samples: 48" in err and "32 / 64 samples per step" in err and "Traceback" not in err
+    assert main(["measure", "--out", a, "--samples", "64", "--no-progress"]) == 0
 
 
 def test_full_stage_samples_and_learning_rate_hold_from_the_switch(rng):
