@@ -111,12 +111,13 @@ SYSTEMS = {
         # energy from 1.2e-2 to 3.8e-3 at once, the full-group steps on from there, with half
         # the samples (twice the steps in the same time) and the learning rate back at 0.02
         # (from the same step-300 parameters, 50 such steps in 7.5 min reached 2.0e-3, against
-        # 2.6e-3 for 50 steps of 1024 samples at the schedule's 0.007 in 16.5 min); 3072 final
-        # samples, since a full-group sample costs about 7 translation-only ones
+        # 2.6e-3 for 50 steps of 1024 samples at the schedule's 0.007 in 16.5 min); as many
+        # steps as the time limit allows, then 6144 final samples (a full-group sample costs
+        # about 7 translation-only ones)
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "8", "--depth", "3",
-              "--symmetry", "translations>full@300", "--iters", "420", "--lr-half-life", "200",
+              "--symmetry", "translations>full@300", "--iters", "450", "--lr-half-life", "200",
               "--full-stage-samples", "512", "--full-stage-lr", "0.02",
-              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "3072"],
+              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "6144"],
     ),
     # 6 cells of 3 sites. The 18-site ground state lies at momentum b1/2, spin parity -1,
     # odd under the rotation by pi (docs/physics.md): the recipe's sector options put the

@@ -336,6 +336,11 @@ class Recipe:
             if getattr(self, name) is not None and len(self.symmetry_stages()) == 1:
                 raise ValueError(f"{name}: applies to the full-group stage of a staged symmetry such as "
                                  f"'translations>full@200'; symmetry is {self.symmetry!r}.")
+        m, n = self.full_stage_samples, self.samples
+        if m is not None and self.chains is None and max(m, n) % min(m, n):
+            raise ValueError(f"full_stage_samples: {m} and samples {n}: the larger must be a multiple of the "
+                             "smaller, since both stages draw from the same chains, one per sample of the "
+                             "smaller count (or give chains).")
 
     def _check_exact_sum(self, lattice) -> None:
         """With ``sampling`` exact_sum: no sampling options, and a sector small enough to sum."""

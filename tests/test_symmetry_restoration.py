@@ -298,7 +298,8 @@ def test_full_stage_samples_and_learning_rate_hold_from_the_switch(rng):
     (dict(full_stage_samples=0), "^full_stage_samples"),
     (dict(full_stage_lr=0.0), "^full_stage_lr"),
     (dict(full_stage_lr=float("nan")), "^full_stage_lr"),
-    (dict(full_stage_samples=48, eval_samples=64), "^eval_samples: 64 must be a multiple of full_stage_samples"),
+    (dict(full_stage_samples=48, eval_samples=64, chains=16), "^eval_samples: 64 must be a multiple of full_stage_samples"),
+    (dict(full_stage_samples=48), "^full_stage_samples: 48 and samples 64: the larger must be a multiple"),
     (dict(sampling="exact_sum", samples=64, full_stage_samples=32), "^full_stage_samples: sampling 'exact_sum'"),
 ])
 def test_bad_full_stage_options_are_refused_naming_them(changes, message):
