@@ -327,7 +327,8 @@ class Recipe:
                 )
 
     def _check_full_stage(self) -> None:
-        """``full_stage_samples`` / ``full_stage_lr``: positive, and only with a staged symmetry."""
+        """``full_stage_samples`` / ``full_stage_lr``: positive, only with a staged symmetry, and
+        (with the default chains) ``samples`` and ``full_stage_samples`` multiples of one another."""
         if self.full_stage_samples is not None:
             positive_int(self.full_stage_samples, "full_stage_samples")
         if self.full_stage_lr is not None:
