@@ -462,11 +462,16 @@ class Recipe:
         """Samples per step of the stage at ``iteration`` (:meth:`symmetry_at`):
         ``full_stage_samples`` in the full-group stage of a staged symmetry, where given,
         else ``samples``."""
-        positive_int(iteration, "iteration", minimum=0)
-        stages = self.symmetry_stages()
-        if self.full_stage_samples is not None and len(stages) > 1 and iteration >= stages[-1][1]:
+        if self._in_full_stage(iteration) and self.full_stage_samples is not None:
             return self.full_stage_samples
         return self.samples
+
+    def _in_full_stage(self, iteration: int) -> bool:
+        """Whether ``iteration`` lies in the full-group stage of a staged symmetry (the last
+        stage, from its first step on); ``ValueError`` naming ``iteration`` if negative."""
+        positive_int(iteration, "iteration", minimum=0)
+        stages = self.symmetry_stages()
+        return len(stages) > 1 and iteration >= stages[-1][1]
 
     def n_chains(self, n_devices: int) -> int:
         """Markov chains: ``chains``, or one per sample of the stage with the fewest samples
@@ -483,11 +488,10 @@ class Recipe:
         stage's first step, halving from there down to a tenth of it."""
         import optax
 
-        positive_int(iteration, "iteration", minimum=0)
-        start = self.symmetry_stages()[-1][1]
-        if self.full_stage_lr is not None and start > 0 and iteration >= start:
+        if self._in_full_stage(iteration) and self.full_stage_lr is not None:
             return optax.exponential_decay(self.full_stage_lr, transition_steps=self.lr_half_life, decay_rate=0.5,
-                                           transition_begin=start, end_value=self.full_stage_lr / 10)
+                                           transition_begin=self.symmetry_stages()[-1][1],
+                                           end_value=self.full_stage_lr / 10)
         return optax.exponential_decay(self.lr, transition_steps=self.lr_half_life, decay_rate=0.5,
                                        end_value=self.lr / 10)
 
