@@ -488,12 +488,11 @@ class Recipe:
         stage's first step, halving from there down to a tenth of it."""
         import optax
 
+        lr, start = self.lr, 0
         if self._in_full_stage(iteration) and self.full_stage_lr is not None:
-            return optax.exponential_decay(self.full_stage_lr, transition_steps=self.lr_half_life, decay_rate=0.5,
-                                           transition_begin=self.symmetry_stages()[-1][1],
-                                           end_value=self.full_stage_lr / 10)
-        return optax.exponential_decay(self.lr, transition_steps=self.lr_half_life, decay_rate=0.5,
-                                       end_value=self.lr / 10)
+            lr, start = self.full_stage_lr, self.symmetry_stages()[-1][1]
+        return optax.exponential_decay(lr, transition_steps=self.lr_half_life, decay_rate=0.5,
+                                       transition_begin=start, end_value=lr / 10)
 
     def symmetry_stages(self) -> tuple[tuple[str, int], ...]:
         """``((group, first iteration), ...)`` of ``symmetry`` (:func:`parse_symmetry`):
