@@ -29,7 +29,43 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
+SEED_ENV = "QUANTAX_TEST_SEED"
+
+
+def draw_seed() -> int:
+    """The seed of a test's ``rng``: ``$QUANTAX_TEST_SEED`` when set (to reproduce a
+    failure), else fresh OS entropy (a 128-bit int), so every run tries new data."""
+    given = os.environ.get(SEED_ENV, "").strip()
+    if given:
+        return int(given, 0)
+    return int(np.random.SeedSequence().entropy)
+
+
 @pytest.fixture
-def rng():
-    """A fresh numpy generator; the seed is printed on failure via the test id."""
-    return np.random.default_rng()
+def rng(request):
+    """A numpy generator seeded with :func:`draw_seed`; the seed is recorded in the test's
+    ``user_properties`` (``("rng_seed", seed)``, also in a ``--junitxml`` report) and
+    printed in the report of a failing test, with the command that reruns it on the same
+    data::
+
+        QUANTAX_TEST_SEED=<seed> pytest -n 0 -p no:cacheprovider "tests/test_x.py::test_y[param]"
+
+    (With the variable set every test that takes ``rng`` uses that seed.)
+    """
+    seed = draw_seed()
+    request.node.user_properties.append(("rng_seed", seed))
+    return np.random.default_rng(seed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Add the ``rng`` seed of a failing test (setup, call or teardown) to its report."""
+    outcome = yield
+    report = outcome.get_result()
+    seeds = [value for name, value in item.user_properties if name == "rng_seed"]
+    if report.failed and seeds:
+        report.sections.append((
+            "rng seed",
+            f"rng seed {seeds[-1]}; rerun on the same data with\n"
+            f"    {SEED_ENV}={seeds[-1]} pytest -n 0 -p no:cacheprovider \"{item.nodeid}\"",
+        ))
