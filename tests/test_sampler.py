@@ -238,23 +238,119 @@ def test_same_key_same_samples_and_chunking():
     np.testing.assert_allclose(lp_a, lp_d, rtol=1e-12)
 
 
-def test_initial_states_and_forced_thermalization():
+def test_initial_states():
     n = 6
     params = random_params(2, n)
-    # The configuration of the chi-square test above: its compiled loop is reused.
     sampler = MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
     start = np.ones((N_CHAINS, n), np.int8)
     state = sampler.init(jax.random.key(0), params, initial_states=start)
     np.testing.assert_array_equal(state.states, start)
     np.testing.assert_allclose(state.log_psi, log_psi(params, jnp.asarray(start)), rtol=1e-12)
-    # Without thermalization the first recorded sample is one sweep (2 n flips) from the
-    # start; with 10 thermalization sweeps first, the chains have long forgotten it.
-    samples, _, cold = sampler.sample(state, params, N_CHAINS * 120, thermalize=False)
-    first = per_chain(samples, N_CHAINS)[:, 0]
-    assert np.all(np.sum(np.asarray(first) != 1, axis=1) <= 2 * n)
-    assert not bool(cold.thermalized)
-    _, _, warm = sampler.sample(state, params, N_CHAINS * 120, thermalize=True)
+    assert not bool(state.thermalized)
+
+
+class _Count:
+    """A counting rule for tests: the proposal of s is s + 1 read as a binary number (a down
+    spin on site i is bit i) modulo 2**n_sites. Under a uniform |psi|^2 every proposal is
+    accepted (the acceptance is min(1, 1)), so a chain started all up (0) reads k after k
+    proposals (k < 2**n_sites): the state counts the proposals made, thermalization
+    included. (Not symmetric in the Hastings sense; with a uniform |psi|^2 that does not
+    matter.)"""
+
+    conserves_sz = False
+    symmetric = True
+
+    def check(self, n_sites):
+        pass
+
+    def propose(self, key, states):
+        n = states.shape[1]
+        weights = 2 ** jnp.arange(n, dtype=jnp.int32)
+        code = (states < 0).astype(jnp.int32) @ weights
+        bits = (((code + 1) % 2**n)[:, None] // weights) % 2
+        return (1 - 2 * bits).astype(jnp.int8), jnp.zeros(states.shape[:1], jnp.float32)
+
+
+def _counts(samples, n_chains):
+    """The binary number (down spin = 1, site i = bit i) of every sample, (n_chains, m)."""
+    s = np.asarray(per_chain(samples, n_chains))
+    return (s < 0).astype(np.int64) @ (2 ** np.arange(s.shape[-1]))
+
+
+def test_thermalization_runs_exactly_the_discarded_sweeps():
+    """With the counting rule the recorded samples read the number of proposals made
+    since the start: n_thermalize sweeps of sweep_size proposals are discarded on the
+    first call (thermalize=None), none on later ones, again when forced (True), never when
+    skipped (False; the chains then stay unthermalized), and the counts exclude them."""
+    n, sweep, n_therm, m, chains = 8, 3, 5, 4, 8
+    sampler = MetropolisSampler(uniform_log_psi, _Count(), chains, n, sweep_size=sweep,
+                                n_thermalize=n_therm)
+    fresh = sampler.init(jax.random.key(0), None, initial_states=np.ones((chains, n), np.int8))
+    recorded = sweep * np.arange(1, m + 1)  # proposals made by the recorded sweeps
+    discarded = sweep * n_therm  # 15 proposals of thermalization
+
+    def run(state, thermalize):
+        samples, _, new = sampler.sample(state, None, chains * m, thermalize=thermalize)
+        # every proposal changes the state; the counts are those of the recorded sweeps
+        np.testing.assert_array_equal(new.n_proposed, np.full(chains, m * sweep))
+        np.testing.assert_array_equal(new.n_accepted, np.full(chains, m * sweep))
+        return _counts(samples, chains), new
+
+    counts, warm = run(fresh, None)  # fresh chains: thermalized first
+    np.testing.assert_array_equal(counts, np.tile(discarded + recorded, (chains, 1)))
     assert bool(warm.thermalized)
+    counts, _ = run(warm, None)  # already thermalized: nothing discarded
+    np.testing.assert_array_equal(counts, np.tile(discarded + m * sweep + recorded, (chains, 1)))
+    counts, _ = run(warm, True)  # forced: thermalized again
+    np.testing.assert_array_equal(counts, np.tile(2 * discarded + m * sweep + recorded, (chains, 1)))
+    counts, cold = run(fresh, False)  # skipped: the first sample is one sweep from the start
+    np.testing.assert_array_equal(counts, np.tile(recorded, (chains, 1)))
+    assert not bool(cold.thermalized)
+    counts, late = run(cold, None)  # still unthermalized: the next default call thermalizes
+    np.testing.assert_array_equal(counts, np.tile(m * sweep + discarded + recorded, (chains, 1)))
+    assert bool(late.thermalized)
+
+
+# The chains' stored log psi belongs to the parameters of the previous call (A); ``sample``
+# with new parameters (B, a VMC step later) must re-evaluate it. One proposal per chain
+# per call (sweep_size=1), so that many chains keep their configuration.
+def _one_flip_sampler(n):
+    return MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, n, sweep_size=1, n_thermalize=10)
+
+
+def test_sample_returns_log_psi_of_the_new_parameters():
+    """The returned log psi is B's on every sample, also on those of the chains that
+    rejected their proposal (which kept A's value if it were not re-evaluated)."""
+    n = 6
+    sampler = _one_flip_sampler(n)
+    a, b = random_params(1, n), random_params(2, n)
+    _, _, state = sampler.sample(sampler.init(jax.random.key(0), a), a, N_CHAINS)
+    np.testing.assert_allclose(state.log_psi, log_psi(a, state.states), rtol=1e-12)
+    samples, lp, new = sampler.sample(state, b, N_CHAINS)
+    stayed = np.asarray(new.n_accepted) == 0
+    assert 0 < stayed.sum() < N_CHAINS  # both kinds of chains are checked
+    assert np.all(np.abs(np.asarray(log_psi(a, new.states) - log_psi(b, new.states))) > 1e-3)
+    np.testing.assert_allclose(lp, log_psi(b, samples), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(new.log_psi, log_psi(b, new.states), rtol=1e-12, atol=1e-12)
+
+
+def test_acceptance_uses_the_new_parameters():
+    """The first proposals after a parameter change are accepted with B's ratios."""
+    n = 6
+    sampler = _one_flip_sampler(n)
+    # Under A (a field of 5 per site) |psi|^2 is peaked on the all-up state,
+    # a flip costs e^-20, and the chains stay there. Under B (a field of -0.5) every flip
+    # from the all-up state raises log psi by 1: the first proposal of every chain is
+    # accepted with ratio e^2 > 1. With A's stale log psi (30) the ratio would be e^-64.
+    zeros = jnp.zeros((n, n), complex)
+    peaked, downhill = {"a": jnp.full(n, 5.0 + 0j), "b": zeros}, {"a": jnp.full(n, -0.5 + 0j), "b": zeros}
+    state = sampler.init(jax.random.key(1), peaked, initial_states=np.ones((N_CHAINS, n), np.int8))
+    samples, _, state = sampler.sample(state, peaked, N_CHAINS)
+    assert np.all(np.asarray(samples) == 1)
+    samples, lp, state = sampler.sample(state, downhill, N_CHAINS)
+    np.testing.assert_array_equal(state.n_accepted, np.ones(N_CHAINS))
+    np.testing.assert_array_equal(np.sum(np.asarray(samples) == -1, axis=1), np.ones(N_CHAINS))
+    np.testing.assert_allclose(lp, log_psi(downhill, samples), rtol=1e-12)
 
 
 def test_exact_sampler_matches_psi_squared():
