@@ -4,15 +4,17 @@ import pytest
 
 from quantax_lite.exact import ground_state
 from quantax_lite.hilbert import states_to_codes
-from quantax_lite.lattice import Chain, Square
+from quantax_lite.lattice import Chain, Honeycomb, Square
 from quantax_lite.operators import Heisenberg
 from quantax_lite.symmetry import (
     Symmetry,
     full_symmetry,
     group_table,
     identity,
+    little_group,
     point_group,
     product,
+    rotation_characters,
     spin_inversion,
     translations,
 )
@@ -281,3 +283,71 @@ def test_detected_point_group_of_hypercubic_lattices():
     assert point_group(Square(4), "C4").n_elements == 4 and point_group(Square(4), "C2").n_elements == 2
     with pytest.raises(ValueError, match=r"^kind: the cluster 3x5 has no C4 point group \(its full point group is C2v\)"):
         point_group(Square(3, 5), "C4")
+
+
+def test_documented_errors_of_little_group():
+    """TypeError naming the argument that is not a Symmetry; ValueError naming ``group``
+    for groups of different sizes and for an element that does not normalize the sector."""
+    chain = Chain(6)
+    T = translations(chain, (np.pi / 3,))
+    with pytest.raises(TypeError, match=r"^group: expected a Symmetry, got str"):
+        little_group("C2v", T)
+    with pytest.raises(TypeError, match=r"^sector: expected a Symmetry, got ndarray"):
+        little_group(point_group(chain), T.perms)
+    with pytest.raises(ValueError, match=r"^group: acts on 6 sites, sector on 8"):
+        little_group(point_group(chain), translations(Chain(8)))
+    # {e, the swap of sites 0 and 1} is a group, but it maps a translation to a permutation
+    # that is no translation
+    swap = np.arange(6)
+    swap[[0, 1]] = [1, 0]
+    swaps = Symmetry(np.stack([np.arange(6), swap]), [1, 1], [1, 1])
+    with pytest.raises(ValueError, match=r"^group: element 1 does not normalize the sector's group "
+                                         r"\(g t g\^-1 of element 1 lies outside it\)"):
+        little_group(swaps, T)
+    # the reflection does normalize the translations: no error, k = pi/3 keeps the identity only
+    assert little_group(point_group(chain), T).n_elements == 1
+
+
+def test_documented_errors_of_rotation_characters():
+    """ValueError naming ``rotation_parity`` for a value other than +-1, for a group without
+    rotations (a chain) and for one with rotations of odd order only (C3v); TypeError
+    naming ``lattice``."""
+    with pytest.raises(ValueError, match=r"^rotation_parity: expected \+1 or -1, got 2"):
+        rotation_characters(Square(4), 2)
+    with pytest.raises(ValueError, match=r"^rotation_parity: expected \+1 or -1, got 0"):
+        rotation_characters(Square(4), 0)
+    with pytest.raises(ValueError, match=r"^rotation_parity: the lattice chain:8 has no point-group rotation"):
+        rotation_characters(Chain(8), -1)
+    with pytest.raises(ValueError, match=r"^rotation_parity: the point group of honeycomb:1x1 \(C3v\) has "
+                                         r"rotations of odd order only"):
+        rotation_characters(Honeycomb(1), -1)
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice, got tuple"):
+        rotation_characters((4, 4))
+    # the documented valid cases next to them
+    np.testing.assert_array_equal(rotation_characters(Chain(8), 1), [1, 1])
+    np.testing.assert_array_equal(rotation_characters(Honeycomb(1), 1), np.ones(6))
+    np.testing.assert_array_equal(rotation_characters(Square(4), -1), [1, -1, 1, -1, 1, -1, 1, -1])
+
+
+def test_documented_errors_of_full_symmetry():
+    """ValueError naming ``spin_parity``, ``momentum`` (on an open lattice; a disallowed
+    wave vector) and ``rotation_parity``; TypeError naming ``lattice``."""
+    sq = Square(4)
+    for parity in (0, 2, -2):
+        with pytest.raises(ValueError, match=rf"^spin_parity: expected \+1 or -1, got {parity}"):
+            full_symmetry(sq, spin_parity=parity)
+    with pytest.raises(ValueError, match=r"^momentum: the open lattice 4x4:open has no translations, so no "
+                                         r"momentum sector; got \(3.14"):
+        full_symmetry(Square(4, pbc=False), momentum=(np.pi, 0.0))
+    with pytest.raises(ValueError, match=r"^momentum: component 0 = 1.0 is not allowed on an axis of length 4"):
+        full_symmetry(sq, momentum=(1.0, 0.0))
+    with pytest.raises(ValueError, match=r"^rotation_parity: expected \+1 or -1, got 3"):
+        full_symmetry(sq, rotation_parity=3)
+    with pytest.raises(ValueError, match=r"^rotation_parity: the lattice chain:8 has no point-group rotation"):
+        full_symmetry(Chain(8), rotation_parity=-1)
+    with pytest.raises(ValueError, match=r"^rotation_parity: the point group of honeycomb:1x1 \(C3v\)"):
+        full_symmetry(Honeycomb(1), rotation_parity=-1)
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice, got str"):
+        full_symmetry("4x4")
+    # k = 0 on an open lattice is no sector and no error
+    assert full_symmetry(Square(4, pbc=False), momentum=(0.0, 0.0)).n_elements == 16
