@@ -159,6 +159,7 @@ def train(args) -> dict:
     """Run the training the options describe; returns the summary dict."""
     import jax
 
+    from . import tuning
     from .run_folder import check_writable, lock_run_folder, prepare_run_folder
     from .utils.processes import join_processes
 
@@ -174,7 +175,7 @@ def train(args) -> dict:
         except ConnectionError as err:
             raise UsageError(f"--coordinator {args.coordinator}: could not join the {args.num_processes} "
                              f"processes ({err}).") from None
-    jax.config.update("jax_enable_x64", True)  # the SR solve runs in float64
+    tuning.configure_x64()  # float64 solve on CPUs; float32 on accelerators
     out = args.out or os.path.join("runs", f"{args.hamiltonian}_{recipe.config()['lattice'].replace(':', '')}")
     main = jax.process_index() == 0
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
@@ -442,6 +443,7 @@ def measure_run(args) -> dict:
     """``quantax-lite measure``: the observables of the run in ``--out``; returns them."""
     import jax
 
+    from . import tuning
     from ._validate import positive_int
     from .recipes import load_run, recipe_of_run
     from .report import energy_unit, plot_energy, write_observables
@@ -450,7 +452,7 @@ def measure_run(args) -> dict:
     if args.samples is not None:
         _usage(positive_int, args.samples, "samples")
     _usage(positive_int, args.seed, "seed", minimum=0)
-    jax.config.update("jax_enable_x64", True)
+    tuning.configure_x64()
     out = args.out
     recipe = _usage(recipe_of_run, out)[0]  # names --out before the lock creates anything
     exact_sum = recipe.sampling == "exact_sum"

@@ -291,7 +291,7 @@ def _pair_kind(n_sites: int):
     perms = _swap_perms(n_sites, np.stack([i, j], 1))
 
     def combine(s, ratios):
-        sf = s.astype(jnp.result_type(float))
+        sf = s.astype(tuning.wide_dtype())
         anti = s[:, i] != s[:, j]
         off = jnp.where(anti, 0.5 * jnp.real(jnp.where(anti, ratios, 0)), 0.0)
         return sf[:, i] * sf[:, j] / 4 + off
@@ -314,7 +314,7 @@ def _dimer_kind(n_sites: int, bonds_bytes: bytes, group_bytes: bytes, n_groups: 
     onehot[np.arange(nb * nb), group.reshape(-1)] = 1.0
 
     def combine(s, ratios):
-        real = jnp.result_type(float)
+        real = tuning.wide_dtype()
         r1 = ratios[:, :nb]
         r2 = ratios[:, nb:].reshape(-1, nb, nb)
         sf = s.astype(real)

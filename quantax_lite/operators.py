@@ -54,7 +54,7 @@ Writing a new Hamiltonian (``tests/test_new_hamiltonian.py`` has a complete one)
 
         def connected(self, s):
             s = jnp.asarray(s, jnp.int8)
-            sign = jnp.asarray([(-1) ** i for i in range(self.n_sites)], jnp.result_type(float))
+            sign = jnp.asarray([(-1) ** i for i in range(self.n_sites)], tuning.wide_dtype())
             diag = -0.5 * self.h * (s.astype(sign.dtype) @ sign)
             return s[..., None, :], diag[..., None]
 """
@@ -446,13 +446,13 @@ class BondHamiltonian(SpinHamiltonian):
     # ---------------------------------------------------------------- jax side
     def _diagonal(self, s):
         t = self.terms
-        ftype = jnp.result_type(float)
+        ftype = tuning.wide_dtype()
         diag = jnp.full(s.shape[:-1], t.constant, dtype=ftype)
         if t.zz_pairs.shape[0]:
             zz = (s[..., t.zz_pairs[:, 0]] * s[..., t.zz_pairs[:, 1]]).astype(ftype)
-            diag = zz @ jnp.asarray(t.zz_coef) + t.constant
+            diag = zz @ jnp.asarray(t.zz_coef, ftype) + t.constant
         if t.has_linear:
-            diag = diag + s.astype(ftype) @ jnp.asarray(t.z_coef)
+            diag = diag + s.astype(ftype) @ jnp.asarray(t.z_coef, ftype)
         return diag
 
     def connected(self, s):
@@ -470,7 +470,7 @@ class BondHamiltonian(SpinHamiltonian):
         s = jnp.asarray(_check_configurations(s, self.n_sites))
         t = self.terms
         s = s.astype(jnp.int8)
-        ftype = jnp.result_type(float)
+        ftype = tuning.wide_dtype()
         diag = self._diagonal(s)
         aligned = s[..., t.cond_pairs[:, 0]] == s[..., t.cond_pairs[:, 1]]
         mel_off = jnp.where(aligned, jnp.asarray(t.amp_aligned, ftype), jnp.asarray(t.amp_anti, ftype))

@@ -64,7 +64,7 @@ from jax.sharding import PartitionSpec
 
 from quantax_lite import tuning
 from quantax_lite.sr import (
-    _METHODS, _axis_name, _block_rows, _blocked_concat, _blocked_sum, _check_x64, check_weights, sr_direction,
+    _METHODS, _axis_name, _block_rows, _blocked_concat, _blocked_sum, check_weights, sr_direction,
 )
 
 __all__ = ["Preconditioner", "SpringState", "gradient", "spring", "sr"]
@@ -89,7 +89,7 @@ def _no_state(params) -> None:
 def _value(hyper, schedule, step):
     """The hyperparameter at ``step``: ``schedule(step)`` if given, else the number."""
     value = hyper if schedule is None else schedule(step)
-    return jnp.asarray(value, jnp.float64)
+    return jnp.asarray(value, tuning.wide_dtype())
 
 
 def _check_hyper(name: str, value, *, below_one: bool = False):
@@ -105,8 +105,8 @@ def _check_hyper(name: str, value, *, below_one: bool = False):
 
 
 def _wide(dtype):
-    """float64, or complex128 for a complex dtype."""
-    return jnp.complex128 if jnp.issubdtype(dtype, jnp.complexfloating) else jnp.float64
+    """The wide dtype of sums (:func:`quantax_lite.tuning.wide_dtype`), complex for a complex dtype."""
+    return tuning.wide_dtype(dtype)
 
 
 def _over_rows(local, jac, vec, mesh, *, vec_rows: bool, out_rows: bool):
@@ -254,7 +254,7 @@ class _SpringInit:
     def __call__(self, params) -> SpringState:
         leaves = jax.tree.leaves(params)
         n_par = sum(int(np.size(x)) for x in leaves)
-        dtype = jnp.complex128 if any(jnp.iscomplexobj(x) for x in leaves) else jnp.float64
+        dtype = tuning.wide_dtype(jnp.complex64 if any(jnp.iscomplexobj(x) for x in leaves) else None)
         return SpringState(jnp.zeros(n_par, dtype), self.inner_init(params))
 
 
@@ -324,17 +324,17 @@ class _GradientUpdate:
     def __call__(self, jac, e_loc, state, *, step, mesh=None, weights=None):
         _check_jac("gradient", jac, e_loc)
         check_weights("gradient", weights, jac.shape[0])
-        _check_x64("gradient")
         n = jac.shape[0]
-        e_wide = e_loc.astype(jnp.result_type(e_loc.dtype, jnp.float64))
+        wide = tuning.wide_dtype()
+        e_wide = e_loc.astype(tuning.wide_dtype(e_loc.dtype))
         if weights is None:
             e_c = e_wide - jnp.mean(e_wide)  # sum(e_c) = 0, so O's mean drops out of O^H e_c
             g = _jac_h_times(jac, e_c, mesh) / n
         else:  # sum_s p_s e_c = 0 likewise
-            p = jnp.asarray(weights, jnp.float64)
+            p = jnp.asarray(weights, wide)
             g = _jac_h_times(jac, p * (e_wide - jnp.sum(p * e_wide)), mesh)
         if self.real_params:
-            g = jnp.real(g).astype(jnp.float64)
+            g = jnp.real(g).astype(wide)
         return g, state, {"sr_fallback": jnp.asarray(False)}
 
 

@@ -8,7 +8,7 @@ fields below (``--lr-half-life`` is ``lr_half_life``) with the same defaults, by
 construction. How fast the run goes is decided inside the library
 (:mod:`quantax_lite.tuning`)::
 
-    import jax; jax.config.update("jax_enable_x64", True)
+    import jax; jax.config.update("jax_enable_x64", True)  # float64 SR solve on CPUs
     from quantax_lite import Recipe, build, run
     r = build(Recipe(lattice="4x4", samples=1024))
     state, log = run(r.vmc, r.state, 300)
@@ -162,6 +162,20 @@ def _number(text: str):
         raise argparse.ArgumentTypeError(
             f"expected bytes (a number > 1) or a fraction of the device's memory (<= 1), got {text!r}"
         ) from None
+
+
+def _halving_schedule(lr: float, half_life: float, start: int, count):
+    """The learning rate at step ``count``: ``lr`` until ``start``, then halving every
+    ``half_life`` steps, never below ``lr / 10`` (optax's ``exponential_decay`` with
+    ``decay_rate=0.5``, computed in :func:`~quantax_lite.tuning.wide_dtype`)."""
+    import jax.numpy as jnp
+
+    from . import tuning
+
+    dt = tuning.wide_dtype()
+    elapsed = jnp.maximum(jnp.asarray(count, dt) - jnp.asarray(start, dt), jnp.zeros((), dt))
+    value = jnp.asarray(lr, dt) * jnp.asarray(0.5, dt) ** (elapsed / jnp.asarray(half_life, dt))
+    return jnp.maximum(value, jnp.asarray(lr / 10, dt))
 
 
 def _field(default, kind, group, help, choices=None):
@@ -486,13 +500,10 @@ class Recipe:
         ``iteration``: ``lr`` halving every ``lr_half_life`` steps down to ``lr / 10``; in the
         full-group stage of a staged symmetry with ``full_stage_lr``, that value at the
         stage's first step, halving from there down to a tenth of it."""
-        import optax
-
         lr, start = self.lr, 0
         if self._in_full_stage(iteration) and self.full_stage_lr is not None:
             lr, start = self.full_stage_lr, self.symmetry_stages()[-1][1]
-        return optax.exponential_decay(lr, transition_steps=self.lr_half_life, decay_rate=0.5,
-                                       transition_begin=start, end_value=lr / 10)
+        return functools.partial(_halving_schedule, lr, float(self.lr_half_life), start)
 
     def symmetry_stages(self) -> tuple[tuple[str, int], ...]:
         """``((group, first iteration), ...)`` of ``symmetry`` (:func:`parse_symmetry`):
@@ -737,8 +748,9 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     that of iteration 0 whatever the stage: :func:`switch_stage` carries a run's state over).
 
     Raises ``ValueError`` naming ``chains`` when the chains cannot be split over the
-    devices, naming ``symmetry`` when the stages' networks differ in their parameters,
-    ``RuntimeError`` when float64 (``jax_enable_x64``, needed by the SR solve) is off.
+    devices, naming ``symmetry`` when the stages' networks differ in their parameters.
+    Runs with ``jax_enable_x64`` on or off: the SR solve and statistics use float64 on
+    CPUs when it is on, float32 otherwise and on accelerators (:mod:`quantax_lite.tuning`).
     """
     import jax
     import jax.numpy as jnp
@@ -751,9 +763,6 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
 
     if not isinstance(recipe, Recipe):
         raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}.")
-    if not jax.config.jax_enable_x64:
-        raise RuntimeError("build: the SR solve runs in float64; call jax.config.update('jax_enable_x64', True) "
-                           "at start-up (the network may still run in float32).")
     n_devices = jax.device_count()
     chains = recipe.n_chains(n_devices)
     if recipe.sampling == "metropolis":
@@ -920,7 +929,7 @@ def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
 
     ``state.params`` is the trained wavefunction (``run.model.apply(state.params, s)``);
     ``run.vmc`` and ``state`` continue the training (:func:`~quantax_lite.vmc.run`).
-    Needs ``jax_enable_x64`` like :func:`build`. Errors name ``out_dir`` (see
+    Errors name ``out_dir`` (see
     :func:`recipe_of_run`); a checkpoint that does not fit the rebuilt run (e.g. another
     device count with a chain count that depends on it) raises ``ValueError``.
     A staged ``symmetry`` (e.g. 'translations>full@200') gives the run of the checkpoint's

@@ -32,6 +32,7 @@ import numpy as np
 from ._validate import positive_int
 from .lattice import Lattice
 from .operators import SpinHamiltonian
+from . import tuning
 
 __all__ = [
     "LocalOperator",
@@ -265,11 +266,11 @@ class LocalOperator(SpinHamiltonian):
         """``s`` (..., n_sites) int8 -> ``(s_conn (..., max_conn, n_sites) int8, mels (..., max_conn))``."""
         flips, bra, length, coef = self._build()
         s = jnp.asarray(s, jnp.int8)
-        real = jnp.result_type(float)
+        real = tuning.wide_dtype()
         # term t matches <s| when s_i = a_i on its listed sites: s . a_t == |sites of t|
         overlap = s.astype(real) @ jnp.asarray(bra, real)
         match = (overlap == jnp.asarray(length, real)).astype(real)
-        ctype = jnp.result_type(float) if not np.iscomplexobj(coef) else jnp.result_type(complex)
+        ctype = tuning.wide_dtype() if not np.iscomplexobj(coef) else tuning.wide_dtype(np.complex64)
         mels = match.astype(ctype) @ jnp.asarray(coef, ctype)
         s_conn = s[..., None, :] * jnp.asarray(flips)
         return s_conn, mels

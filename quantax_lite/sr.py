@@ -46,18 +46,20 @@ factor shows the matrix to be numerically singular (smallest pivot^2 below
 eigenvalues below ``rcond`` times the largest is used instead (decided inside
 jit with ``lax.cond``).
 
-Precision. The system is shifted and solved in float64 (complex128) even when
-``jac`` is float32/complex64; this needs ``jax_enable_x64`` (without it
-:func:`sr_direction` raises a ``RuntimeError`` rather than silently solving in
-float32). ``jac`` is converted to float64 block by block (about
-``tuning.current().sr_block_bytes`` of float64 at a time), so no float64 copy of
-the whole Jacobian is made. The matrix S or T is formed as
-``tuning.current().gram_precision`` says (a speed choice, see
-:mod:`quantax_lite.tuning`): ``"jacobian"`` (default) in the Jacobian's own
-precision from Ō centred in float64 and then rounded (a large column mean costs
-no digits); ``"float64"`` in float64. The right-hand side and the final
-``Ō^H y`` are float64 either way. Both are read when :func:`sr_direction` is
-called (traced, for a call inside jit).
+Precision. The system is shifted and solved in the wide dtype of
+:func:`quantax_lite.tuning.wide_dtype`: float64 (complex128) on CPUs with
+``jax_enable_x64`` on, even when ``jac`` is float32/complex64; float32 (complex64) on
+accelerators, which have no fast float64, or with ``jax_enable_x64`` off. There the
+matrix products run at "highest" precision and the solve is a Cholesky with iterative
+refinement and no eigendecomposition (``tuning.current().sr_solve``, see
+:func:`solve_psd`). ``jac`` is converted to the wide dtype block by block (about
+``tuning.current().sr_block_bytes`` at a time), so no wide copy of the whole Jacobian
+is made. The matrix S or T is formed as ``tuning.current().gram_precision`` says (a
+speed choice, see :mod:`quantax_lite.tuning`): ``"jacobian"`` (default) in the
+Jacobian's own precision from Ō centred in the wide dtype and then rounded (a large
+column mean costs no digits); ``"float64"`` in the wide dtype. The right-hand side and
+the final ``Ō^H y`` are in the wide dtype either way. All of these are read when
+:func:`sr_direction` is called (traced, for a call inside jit).
 
 Several devices. ``jac`` is sample-sharded over the mesh (as returned by
 :func:`quantax_lite.jacobian.jacobian`). The solve runs in one ``jax.shard_map``:
@@ -118,7 +120,7 @@ class SRInfo:
     """Diagnostics of one SR / MinSR solve (a pytree: can leave a jitted function).
 
     method: "sr" or "minsr", the path taken (static).
-    eps: the diagonal shift actually added (float64 scalar).
+    eps: the diagonal shift actually added (a scalar of the solve's dtype).
     used_fallback: True where the eigendecomposition pseudo-inverse replaced
       the Cholesky solve (bool scalar).
     """
@@ -142,29 +144,65 @@ def _pinv_solve(a: jax.Array, b: jax.Array, rcond: float) -> jax.Array:
     return v @ (w_inv * (v.conj().T @ b))
 
 
-def solve_psd(a: jax.Array, b: jax.Array, *, rcond: float = 1e-12) -> tuple[jax.Array, jax.Array]:
+def _cholesky_solve(a: jax.Array, b: jax.Array, refinement: int) -> tuple[jax.Array, jax.Array]:
+    """(x, pivots^2): a Cholesky solve of A x = b, then ``refinement`` steps of iterative
+    refinement (x += A^-1 (b - A x), the residual formed with the matrix itself)."""
+    l_factor = jnp.linalg.cholesky(a)
+    x = jax.scipy.linalg.cho_solve((l_factor, True), b)
+    for _ in range(refinement):
+        x = x + jax.scipy.linalg.cho_solve((l_factor, True), b - a @ x)
+    return x, jnp.abs(jnp.diagonal(l_factor)) ** 2
+
+
+def _factor_ok(x: jax.Array, pivots2: jax.Array, rcond: float) -> jax.Array:
+    """The solution is finite and the smallest squared pivot exceeds ``rcond`` times the
+    largest (a non-finite entry of the factor reaches the solution: NaN * 0 is NaN)."""
+    return jnp.all(jnp.isfinite(x)) & (jnp.min(pivots2) > rcond * jnp.max(pivots2))
+
+
+def solve_psd(a: jax.Array, b: jax.Array, *, rcond: float = 1e-12, solver: str = "cholesky_eigh",
+              refinement: int = 2) -> tuple[jax.Array, jax.Array]:
     """Solve A x = b for a Hermitian positive (semi-)definite A.
 
-    Cholesky first; falls back to an eigendecomposition pseudo-inverse (cutoff
-    ``rcond`` relative to the largest eigenvalue) when the Cholesky factor or the
-    solution is not finite, or the smallest squared pivot is below ``rcond``
-    times the largest (numerically singular A). Jittable.
+    ``solver="cholesky_eigh"`` (float64 on CPUs): Cholesky first; falls back to an
+    eigendecomposition pseudo-inverse (cutoff ``rcond`` relative to the largest
+    eigenvalue) when the solution is not finite or the smallest squared pivot is below
+    ``rcond`` times the largest (numerically singular A).
+
+    ``solver="cholesky_refine"`` (float32 on accelerators, where an eigendecomposition is
+    slow to compile): Cholesky with ``refinement`` steps of iterative refinement; where
+    that fails as above (``rcond`` raised to the dtype's epsilon), the same on
+    ``A + delta I`` with ``delta = n * epsilon * max_i A_ii`` (a stronger shift instead of
+    a pseudo-inverse). The program holds no eigendecomposition. Jittable.
 
     Args:
       a: (n, n) Hermitian matrix.
       b: (n,) right-hand side.
       rcond: relative cutoff, a float in [0, 1).
+      solver: "cholesky_eigh" or "cholesky_refine".
+      refinement: refinement steps of "cholesky_refine" (>= 0).
 
     Returns:
       (x, used_fallback): x of shape (n,), used_fallback a bool scalar.
     """
-    l_factor = jnp.linalg.cholesky(a)
-    x_chol = jax.scipy.linalg.cho_solve((l_factor, True), b)
-    pivots2 = jnp.abs(jnp.diagonal(l_factor)) ** 2
-    # a non-finite entry anywhere in the factor reaches the solution (NaN * 0 is NaN), so
-    # checking the solution and the pivots covers it without a pass over the n x n factor
-    ok = jnp.all(jnp.isfinite(x_chol)) & (jnp.min(pivots2) > rcond * jnp.max(pivots2))
-    x = lax.cond(ok, lambda: x_chol, lambda: _pinv_solve(a, b, rcond))
+    if solver == "cholesky_eigh":
+        x_chol, pivots2 = _cholesky_solve(a, b, 0)
+        ok = _factor_ok(x_chol, pivots2, rcond)
+        x = lax.cond(ok, lambda: x_chol, lambda: _pinv_solve(a, b, rcond))
+        return x, jnp.logical_not(ok)
+    if solver != "cholesky_refine":
+        raise ValueError(f"solver: expected 'cholesky_eigh' or 'cholesky_refine', got {solver!r}.")
+    n = a.shape[0]
+    epsilon = float(jnp.finfo(a.dtype).eps)
+    cutoff = max(rcond, epsilon)
+    x_chol, pivots2 = _cholesky_solve(a, b, refinement)
+    ok = _factor_ok(x_chol, pivots2, cutoff)
+
+    def shifted():
+        delta = n * epsilon * jnp.max(jnp.abs(jnp.diagonal(a)))
+        return _cholesky_solve(a + delta * jnp.eye(n, dtype=a.dtype), b, refinement)[0]
+
+    x = lax.cond(ok, lambda: x_chol, shifted)
     return x, jnp.logical_not(ok)
 
 
@@ -254,23 +292,31 @@ def _axis_name(mesh: Mesh):
     return names[0] if len(names) == 1 else names
 
 
-def _row_weights(n_loc, n, axis):
+def _row_weights(n_loc, n, axis, dtype):
     """1.0 for this device's real rows, 0.0 for padding rows (global index >= n)."""
     start = lax.axis_index(axis) * n_loc
-    return ((start + jnp.arange(n_loc)) < n).astype(jnp.float64)
+    return ((start + jnp.arange(n_loc)) < n).astype(dtype)
 
 
-def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gram_precision):
+def _wide_kinds(numerics) -> tuple:
+    """(real, complex) dtypes of the solve: float64 / complex128 or float32 / complex64."""
+    real_dt = np.dtype(numerics[0])
+    return real_dt, np.dtype(np.complex128 if real_dt == np.float64 else np.complex64)
+
+
+def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gram_precision, numerics):
     """SR on one device's rows (jac (n_loc, P), e (n_loc,)); psum over ``axis``. ``p``
     (n_loc,): the rows' probabilities when ``weighted`` (exact sums), else unused (each of
     the n samples weighs 1 / n).
 
-    S is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, F always in float64."""
-    cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
+    S is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, F always in the wide
+    dtype of ``numerics`` (float64 on CPUs)."""
+    wide_r, wide_c = _wide_kinds(numerics)
+    cdt = wide_c if jnp.iscomplexobj(jac) else wide_r
     if real or not (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)):
-        out_dt = jnp.float64
+        out_dt = wide_r
     else:
-        out_dt = jnp.complex128
+        out_dt = wide_c
     n_loc, n_par = jac.shape
     if weighted:
         # Ō = sqrt(p) (O - sum_s p O), ē = sqrt(p) (E - sum_s p E)
@@ -280,12 +326,12 @@ def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gr
         e_c = (e - e_mean) * w
         row_scale = lambda wb: wb  # noqa: E731
     else:
-        w = _row_weights(n_loc, n, axis)
+        w = _row_weights(n_loc, n, axis, wide_r)
         # global means (the convert fuses into the reduction: no float64 copy of jac)
         o_mean = lax.psum(jnp.einsum("s,sk->k", w, jac.astype(cdt)), axis) / n
         e_mean = lax.psum(jnp.sum(w * e), axis) / n
-        e_c = (e - e_mean) * w / np.sqrt(n)
-        row_scale = lambda wb: wb / np.sqrt(n)  # noqa: E731
+        e_c = (e - e_mean) * w / float(np.sqrt(n))
+        row_scale = lambda wb: wb / float(np.sqrt(n))  # noqa: E731
 
     def block_terms(start, size):
         ob = lax.dynamic_slice_in_dim(jac, start, size, 0).astype(cdt)
@@ -312,17 +358,19 @@ def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gr
     f = lax.psum(f, axis)
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(s)) / n_par
-    x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), f, rcond=rcond)
+    x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), f, rcond=rcond, solver=numerics[2],
+                            refinement=numerics[3])
     return x, eps, fallback
 
 
-def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block, axis, gram_precision):
+def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block, axis, gram_precision, numerics):
     """MinSR: jac (n_loc, P_pad) sample-sharded -> all_to_all -> (N_pad, P_pad / D).
     ``p`` (n_loc,): the rows' probabilities when ``weighted`` (exact sums), else unused.
 
     T is formed in ``jac.dtype`` with ``gram_precision="jacobian"``, everything else in
-    float64."""
-    cdt = jnp.complex128 if jnp.iscomplexobj(jac) else jnp.float64
+    the wide dtype of ``numerics`` (float64 on CPUs)."""
+    wide_r, wide_c = _wide_kinds(numerics)
+    cdt = wide_c if jnp.iscomplexobj(jac) else wide_r
     jac_p = lax.all_to_all(jac, axis, split_axis=1, concat_axis=0, tiled=True)
     e = lax.all_gather(e, axis, tiled=True)
     n_rows, p_loc = jac_p.shape
@@ -331,14 +379,14 @@ def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block
         scale = jnp.sqrt(mean_w)
         e_c = (e - jnp.sum(mean_w * e)) * scale
     else:
-        w = (jnp.arange(n_rows) < n).astype(jnp.float64)
-        e_c = (e - jnp.sum(w * e) / n) * w / np.sqrt(n)
+        w = (jnp.arange(n_rows) < n).astype(wide_r)
+        e_c = (e - jnp.sum(w * e) / n) * w / float(np.sqrt(n))
     if real:
         # a real e_loc with a complex jac: the imaginary rows of the stacked rhs are 0
-        rhs = _stack_real(e_c.astype(jnp.complex128)) if jnp.iscomplexobj(jac) else e_c.real
-        rhs = rhs.astype(jnp.float64)
+        rhs = _stack_real(e_c.astype(wide_c)) if jnp.iscomplexobj(jac) else e_c.real
+        rhs = rhs.astype(wide_r)
     else:
-        rhs = e_c.astype(jnp.complex128 if (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)) else jnp.float64)
+        rhs = e_c.astype(wide_c if (jnp.iscomplexobj(jac) or jnp.iscomplexobj(e)) else wide_r)
 
     def centered_block(start, size):
         """Columns [start, start + size) of Ō in float64 (complex128), (rows, size)."""
@@ -358,14 +406,15 @@ def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block
         ob = centered_block(start, size)
         if gram_precision == "jacobian":
             ob = ob.astype(_real_or_complex(ob, jac.dtype))
-        return _gram(ob).astype(jnp.float64 if real else cdt)
+        return _gram(ob).astype(wide_r if real else cdt)
 
     t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(t)) / n_par
     dt = jnp.result_type(t, rhs)
     t = t.astype(dt)
-    y, fallback = solve_psd(t + eps * jnp.eye(t.shape[0], dtype=dt), rhs.astype(dt), rcond=rcond)
+    y, fallback = solve_psd(t + eps * jnp.eye(t.shape[0], dtype=dt), rhs.astype(dt), rcond=rcond,
+                            solver=numerics[2], refinement=numerics[3])
     x = _blocked_concat(
         lambda start, size: centered_block(start, size).conj().T @ y, p_loc, block, t.dtype
     )
@@ -404,15 +453,6 @@ def check_weights(name: str, weights, n: int) -> None:
     if not hasattr(weights, "shape") or jnp.shape(weights) != (n,) or jnp.iscomplexobj(weights):
         raise ValueError(f"{name}: `weights` must be a real array of shape ({n},) (one probability per row), "
                          f"got {getattr(weights, 'shape', weights)!r}.")
-
-
-def _check_x64(name: str) -> None:
-    if jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
-        raise RuntimeError(
-            f"{name}: the SR solve runs in float64, but float64 is disabled. Call "
-            "jax.config.update('jax_enable_x64', True) at start-up (the network may still "
-            "run in float32)."
-        )
 
 
 def choose_method(n_samples: int, n_params: int, *, complex_jac: bool, real_params: bool = True) -> str:
@@ -465,17 +505,16 @@ def sr_direction(
     :func:`quantax_lite.preconditioners.spring`.
 
     Returns:
-      dtheta of shape (P,), float64 (complex128 with ``real_params=False`` and a
-      complex ``jac`` or ``e_loc``), in units of 1 / (the parameters' units) times
-      energy; with ``return_info``, ``(dtheta, info)``.
+      dtheta of shape (P,), in the wide dtype (float64 on CPUs, float32 on
+      accelerators; complex with ``real_params=False`` and a complex ``jac`` or
+      ``e_loc``), in units of 1 / (the parameters' units) times energy; with
+      ``return_info``, ``(dtheta, info)``.
 
     Raises:
-      ValueError: bad shapes or options. RuntimeError: float64 (``jax_enable_x64``)
-      is not enabled.
+      ValueError: bad shapes or options.
     """
     _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond)
     check_weights("sr_direction", weights, jac.shape[0])
-    _check_x64("sr_direction")
     from quantax_lite.utils.mesh import make_mesh
 
     mesh = make_mesh() if mesh is None else mesh
@@ -483,13 +522,15 @@ def sr_direction(
     real = bool(real_params)
     if method == "auto":
         method = choose_method(n, n_par, complex_jac=jnp.iscomplexobj(jac), real_params=real)
-    eps_args = (jnp.asarray(diag_shift, jnp.float64), jnp.asarray(diag_scale, jnp.float64))
     choices = tuning.current()
+    wide = tuning.wide_dtype()
+    numerics = (wide.name, choices.matmul_precision, choices.sr_solve, choices.sr_refinement)
+    eps_args = (jnp.asarray(diag_shift, wide), jnp.asarray(diag_scale, wide))
     weighted = weights is not None
-    p = jnp.asarray(weights, jnp.float64) if weighted else jnp.zeros(e_loc.shape, jnp.float64)
+    p = jnp.asarray(weights, wide) if weighted else jnp.zeros(e_loc.shape, wide)
     x, eps, fallback = _solve(
         jac, e_loc, p, eps_args, method=method, weighted=weighted, real=real, rcond=float(rcond), mesh=mesh,
-        gram_precision=choices.gram_precision, block_bytes=choices.sr_block_bytes,
+        gram_precision=choices.gram_precision, block_bytes=choices.sr_block_bytes, numerics=numerics,
     )
     if return_info:
         return x, SRInfo(method=method, eps=eps, used_fallback=fallback)
@@ -506,9 +547,11 @@ def _block_size(method: str, n: int, n_par: int, *, complex_jac: bool, real: boo
     return _block_rows(block_bytes, rows, 8)
 
 
-@partial(jax.jit, static_argnames=("method", "weighted", "real", "rcond", "mesh", "gram_precision", "block_bytes"))
-def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram_precision, block_bytes):
-    """The jitted solve: pad to the mesh, one shard_map over it, unpad."""
+@partial(jax.jit, static_argnames=("method", "weighted", "real", "rcond", "mesh", "gram_precision", "block_bytes",
+                                   "numerics"))
+def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram_precision, block_bytes, numerics):
+    """The jitted solve: pad to the mesh, one shard_map over it, unpad. ``numerics``: (wide
+    dtype name, matmul precision, solver, refinement steps), from the tuning in force."""
     from quantax_lite.utils.mesh import mesh_size
 
     n_dev = mesh_size(mesh)
@@ -525,7 +568,8 @@ def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram
         p = jnp.pad(p, (0, n_pad - n))
     row = PartitionSpec(axis)
     rep = PartitionSpec()
-    options = dict(real=real, weighted=weighted, rcond=rcond, block=block, axis=axis, gram_precision=gram_precision)
+    options = dict(real=real, weighted=weighted, rcond=rcond, block=block, axis=axis, gram_precision=gram_precision,
+                   numerics=numerics)
     if method == "sr":
         kernel = partial(_sr_kernel, n=n, **options)
         p_pad = n_par
@@ -539,7 +583,8 @@ def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram
         lambda j, e, w, ea: kernel(j, e, w, eps_args=ea), mesh=mesh,
         in_specs=(row, row, row, (rep, rep)), out_specs=(rep, rep, rep), check_vma=False,
     )
-    x, eps, fallback = mapped(jac, e_loc, p, eps_args)
+    with jax.default_matmul_precision(numerics[1]):
+        x, eps, fallback = mapped(jac, e_loc, p, eps_args)
     if p_pad != n_par:
         x = x[:n_par]
     return x, eps, fallback
@@ -714,7 +759,7 @@ def natural_gradient(
     program = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static, tuning.current())
     if weights is not None:
         check_weights("natural_gradient", weights, np.shape(samples)[0])
-        weights = jnp.asarray(weights, jnp.float64)
+        weights = jnp.asarray(weights, tuning.wide_dtype())
     update, info, state = program(params, samples, e_loc, state, jnp.asarray(step, jnp.int32), dynamic, weights)
     out = (update,) + ((info,) if return_info else ()) + ((state,) if return_state else ())
     return out[0] if len(out) == 1 else out

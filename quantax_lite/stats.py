@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from . import tuning
 
 __all__ = ["Stats", "statistics", "exact_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 
@@ -115,7 +116,7 @@ def _as_chains(x: Any, name: str = "x") -> jax.Array:
     if x.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"{name} must hold at least one sample, got shape {x.shape}")
     if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.complexfloating)):
-        x = x.astype(jnp.result_type(float))
+        x = x.astype(tuning.wide_dtype())
     return x
 
 
@@ -143,7 +144,7 @@ def _autocovariance(x: jax.Array) -> jax.Array:
     """gamma_t, t = 0 .. n - 1, of x (m, n): the autocovariance about the grand mean,
     summed over chains and normalised by the number of pairs m (n - t). Real, (n,)."""
     m, n = x.shape
-    return _lagged_sums(x - jnp.mean(x)) / (m * (n - jnp.arange(n)))
+    return _lagged_sums(x - jnp.mean(x)) / (m * (n - jnp.arange(n, dtype=jnp.real(x).dtype)))
 
 
 def autocorrelation(x: Any) -> jax.Array:
@@ -174,8 +175,8 @@ def integrated_time(rho: jax.Array, c: float = SOKAL_WINDOW_C) -> jax.Array:
     last lag), of rho (n,); no bias correction (see :func:`statistics`)."""
     rho = jnp.asarray(rho)
     window = _window(rho, c, rho.shape[0] - 1)
-    lags = jnp.arange(rho.shape[0])
-    return jnp.sum(jnp.where(lags <= window, jnp.where(lags == 0, 1.0, 2.0) * rho, 0.0))
+    lags = jnp.arange(rho.shape[0], dtype=rho.dtype)
+    return jnp.sum(jnp.where(lags <= window, (2.0 - (lags == 0).astype(lags.dtype)) * rho, 0.0))
 
 
 def _max_lag(n_chains: int, n_per_chain: int) -> int:
@@ -190,14 +191,15 @@ def _mean_error_and_tau(gamma: jax.Array, n_chains: int, c: float = SOKAL_WINDOW
     n = gamma.shape[0]
     n_total = n_chains * n
     window = _window(_rho(gamma), c, _max_lag(n_chains, n))
-    lags = jnp.arange(n)
-    two_sided = jnp.where(lags <= window, jnp.where(lags == 0, 1.0, 2.0), 0.0)
+    lags = jnp.arange(n, dtype=gamma.dtype)
+    two_sided = jnp.where(lags <= window, 2.0 - (lags == 0).astype(lags.dtype), jnp.zeros_like(lags))
     bartlett = two_sided * (1.0 - lags / n)
     k_window = jnp.sum(bartlett)
     var_mean = jnp.maximum(jnp.sum(bartlett * gamma), 0.0) / (n_total - k_window)
     sigma2 = gamma[0] + var_mean  # E gamma_t = true gamma_t - Var(mean), to first order
-    tau = jnp.sum(two_sided * (gamma + var_mean)) / jnp.where(sigma2 > 0, sigma2, 1.0)
-    return jnp.sqrt(var_mean), jnp.where(sigma2 > 0, tau, 1.0)
+    one = jnp.ones_like(sigma2)  # (a Python 1.0 in jnp.where would be a float64 constant under x64)
+    tau = jnp.sum(two_sided * (gamma + var_mean)) / jnp.where(sigma2 > 0, sigma2, one)
+    return jnp.sqrt(var_mean), jnp.where(sigma2 > 0, tau, one)
 
 
 def split_r_hat(x: Any) -> jax.Array:
@@ -205,7 +207,7 @@ def split_r_hat(x: Any) -> jax.Array:
     x = _as_chains(x)
     n_half = x.shape[1] // 2
     if n_half < 2:
-        return jnp.asarray(jnp.nan)
+        return jnp.asarray(jnp.nan, jnp.real(x).dtype)
     halves = jnp.concatenate([x[:, :n_half], x[:, x.shape[1] - n_half :]], axis=0)
     means = jnp.mean(halves, axis=1)
     within = jnp.mean(jnp.sum(_abs2(halves - means[:, None]), axis=1) / (n_half - 1))
@@ -230,7 +232,7 @@ def exact_statistics(x: Any, weights: Any) -> Stats:
     :class:`~quantax_lite.sampler.FullSumSampler`): error_of_mean 0; tau and r_hat NaN
     (no chains); n_samples the number of rows."""
     x = jnp.asarray(x)
-    w = jnp.asarray(weights, jnp.float64)
+    w = jnp.asarray(weights, tuning.wide_dtype())
     if x.ndim != 1 or w.shape != x.shape:
         raise ValueError(f"exact_statistics: expected x and weights of one shape (n,), got {x.shape} and {w.shape}")
     mean = jnp.sum(w * x)

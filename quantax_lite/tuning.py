@@ -12,6 +12,17 @@ wants another choice overrides it for the programs built inside a ``with`` block
 An override applies to programs *traced* (or drivers built) inside the block: a function
 compiled before it keeps the choices it was compiled with.
 
+Each backend has its own record (:func:`for_backend`): the choices above, and the
+precision policy of the programs that run on the device. On a CPU float64 buys digits
+cheaply (the SR solve and statistics run in float64 when ``jax_enable_x64`` is on).
+An accelerator has no fast float64 (a TPU has none at all: XLA emulates it, slowly to
+compile and to run), so there no device program holds a float64 or complex128 value
+or an eigendecomposition, and every matrix product runs at ``"highest"`` precision (a
+TPU's default float32 product is one bfloat16 pass, about 3 digits, too few for a
+Gram matrix or a ratio of amplitudes). :func:`current` is the record of the default
+backend unless a ``with`` block chose another; tests pick one with
+``tuning.using(tuning.for_backend("tpu"))``.
+
 The figures behind the defaults are in ``docs/benchmarks.md``.
 """
 from __future__ import annotations
@@ -19,10 +30,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Tuning", "current", "override", "using", "conv_form", "CONV_FORMS"]
+__all__ = ["Tuning", "current", "override", "using", "for_backend", "conv_form", "wide_dtype",
+           "matmul_precision", "at_matmul_precision", "configure_x64", "CONV_FORMS", "BACKENDS"]
+
+BACKENDS = ("cpu", "gpu", "tpu")
 
 # The implementations of a periodic convolution (quantax_lite.models.conv):
 # "dense": one block-circulant matrix product (channel-major maps), kernel derivatives
@@ -57,6 +74,17 @@ class Tuning:
     blas_threads: BLAS / LAPACK threads on CPUs while a run loops (XLA has its own pool).
     jacobian_shard_batch: per-sample Jacobians inside one ``shard_map`` per device
       (False: GSPMD partitions the batch, which all-gathers it for conv networks).
+    backend: the backend the record is made for ("cpu", "gpu", "tpu"; informational).
+    device_float64: device programs may hold float64 / complex128 values (the SR solve,
+      statistics and local-energy sums then run in float64 when ``jax_enable_x64`` is
+      on; see :func:`wide_dtype`). False: they run in float32, with the solve below.
+    matmul_precision: the precision of every matrix product in the library's programs
+      ("default" or "highest"; applied at trace time by :func:`matmul_precision`).
+    sr_solve: how the small SR / MinSR system is solved: "cholesky_eigh" (Cholesky,
+      falling back to an eigendecomposition pseudo-inverse) or "cholesky_refine"
+      (Cholesky with ``sr_refinement`` steps of iterative refinement, falling back to
+      a Cholesky of a more strongly shifted matrix: no eigendecomposition in the program).
+    sr_refinement: refinement steps of "cholesky_refine".
     """
 
     conv_form: str = "auto"
@@ -69,29 +97,110 @@ class Tuning:
     sr_block_bytes: int = 64 * 2**20
     blas_threads: int = 1
     jacobian_shard_batch: bool = True
+    backend: str = "cpu"
+    device_float64: bool = True
+    matmul_precision: str = "default"
+    sr_solve: str = "cholesky_eigh"
+    sr_refinement: int = 2
 
     def __post_init__(self):
         if self.conv_form not in ("auto",) + CONV_FORMS:
             raise ValueError(f"conv_form: expected 'auto' or one of {CONV_FORMS}, got {self.conv_form!r}")
         if self.gram_precision not in ("jacobian", "float64"):
             raise ValueError(f"gram_precision: expected 'jacobian' or 'float64', got {self.gram_precision!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {self.backend!r}")
+        if self.matmul_precision not in ("default", "highest"):
+            raise ValueError(f"matmul_precision: expected 'default' or 'highest', got {self.matmul_precision!r}")
+        if self.sr_solve not in ("cholesky_eigh", "cholesky_refine"):
+            raise ValueError(f"sr_solve: expected 'cholesky_eigh' or 'cholesky_refine', got {self.sr_solve!r}")
+        if isinstance(self.sr_refinement, bool) or not isinstance(self.sr_refinement, (int, np.integer)) \
+                or self.sr_refinement < 0:
+            raise ValueError(f"sr_refinement: expected an int >= 0, got {self.sr_refinement!r}")
         for name in ("local_energy_rows", "sr_block_bytes", "blas_threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
-_CURRENT = contextvars.ContextVar("quantax_lite_tuning", default=Tuning())
+def for_backend(name: str) -> Tuning:
+    """The record the library uses on backend ``name`` ("cpu", "gpu" or "tpu").
+
+    "cpu": float64 allowed on the device, products at default precision, SR solved by
+    Cholesky with an eigendecomposition fallback. "gpu", "tpu": no float64 in a device
+    program, products at "highest" precision, SR by Cholesky with iterative refinement.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"name: expected one of {BACKENDS}, got {name!r}")
+    if name == "cpu":
+        return Tuning()
+    return Tuning(backend=name, device_float64=False, matmul_precision="highest", sr_solve="cholesky_refine")
+
+
+_CURRENT = contextvars.ContextVar("quantax_lite_tuning", default=None)
+
+
+def _backend_name() -> str:
+    name = jax.default_backend()
+    return name if name in BACKENDS else ("gpu" if name in ("cuda", "rocm") else "cpu")
 
 
 def current() -> Tuning:
-    """The speed choices in force here (the defaults unless inside :func:`override`)."""
-    return _CURRENT.get()
+    """The choices in force here: the default backend's record (:func:`for_backend`)
+    unless inside :func:`override` or :func:`using`."""
+    chosen = _CURRENT.get()
+    return for_backend(_backend_name()) if chosen is None else chosen
+
+
+def wide_dtype(dtype=None):
+    """The dtype of sums, statistics and the SR solve in device programs: float64 where
+    :func:`current` allows it on the device and ``jax_enable_x64`` is on, else float32;
+    complex (complex128 / complex64) when ``dtype`` is complex."""
+    wide = np.float64 if current().device_float64 and jax.config.jax_enable_x64 else np.float32
+    if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
+        return np.dtype(np.complex128 if wide == np.float64 else np.complex64)
+    return np.dtype(wide)
+
+
+def matmul_precision():
+    """A context in which the matrix products traced use :func:`current`'s
+    ``matmul_precision`` (the library enters it where it builds a program)."""
+    return jax.default_matmul_precision(current().matmul_precision)
+
+
+def uniform(key, shape):
+    """Uniform random numbers in [0, 1) of :func:`wide_dtype` (no float64 in the program
+    where the record forbids it)."""
+    dtype = wide_dtype()
+    return jax.random.uniform(key, shape, dtype, jnp.zeros((), dtype), jnp.ones((), dtype))
+
+
+def configure_x64() -> bool:
+    """Turn ``jax_enable_x64`` on where the default backend's record allows float64 on the
+    device (CPUs), off elsewhere (accelerators: float64 values made by mistake then become
+    float32 instead of slow emulated float64). For applications at start-up (the command
+    calls it); returns the setting."""
+    wanted = bool(for_backend(_backend_name()).device_float64)
+    jax.config.update("jax_enable_x64", wanted)
+    return wanted
+
+
+def at_matmul_precision(fn):
+    """``fn`` (a network's ``__call__``) with its products traced inside :func:`matmul_precision`:
+    a log-amplitude used in a ratio keeps its digits whoever calls the network."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with matmul_precision():
+            return fn(*args, **kwargs)
+
+    return wrapped
 
 
 @contextlib.contextmanager
 def override(**changes):
-    """Use other speed choices for what is built inside the ``with`` block.
+    """Use other speed choices for what is built inside the ``with`` block (matrix
+    products traced there use its ``matmul_precision``).
 
     ``changes``: fields of :class:`Tuning`; an unknown name raises ``TypeError``.
     """
@@ -99,9 +208,10 @@ def override(**changes):
     unknown = sorted(set(changes) - names)
     if unknown:
         raise TypeError(f"override: unknown tuning option(s) {unknown}; expected some of {sorted(names)}")
-    token = _CURRENT.set(dataclasses.replace(_CURRENT.get(), **changes))
+    token = _CURRENT.set(dataclasses.replace(current(), **changes))
     try:
-        yield _CURRENT.get()
+        with matmul_precision():
+            yield current()
     finally:
         _CURRENT.reset(token)
 
@@ -113,7 +223,8 @@ def using(choices: Tuning):
         raise TypeError(f"choices: expected a Tuning, got {type(choices).__name__}")
     token = _CURRENT.set(choices)
     try:
-        yield choices
+        with matmul_precision():
+            yield choices
     finally:
         _CURRENT.reset(token)
 

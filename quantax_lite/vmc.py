@@ -207,7 +207,9 @@ class VMC:
         quadratic form in those values (variational whatever their rounding); else
         ``local_energies`` (the network on every connected configuration)."""
         if self._hamiltonian_rows is not None:
-            return row_local_energies(*self._hamiltonian_rows, log_psi_s)
+            index, values = self._hamiltonian_rows
+            # numpy constants, cast on the host: no float64 in the program where it is forbidden
+            return row_local_energies(index, np.asarray(values, tuning.wide_dtype(values.dtype)), log_psi_s)
         return local_energies(params, samples, log_psi_s)
 
     @property
@@ -405,10 +407,11 @@ class VMC:
                 stats = exact_statistics(e_loc, weights)
             else:
                 stats = statistics(per_chain(e_loc, self.sampler.n_chains))
+            wide = tuning.wide_dtype()
             metrics = dict(
                 energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
                 tau=stats.tau, r_hat=stats.r_hat,
-                acceptance=jnp.sum(chains.n_accepted) / jnp.maximum(jnp.sum(chains.n_proposed), 1),
+                acceptance=jnp.sum(chains.n_accepted).astype(wide) / jnp.maximum(jnp.sum(chains.n_proposed), 1).astype(wide),
                 step_norm=jnp.linalg.norm(direction),
                 sr_fallback=jnp.asarray(info.get("sr_fallback", False)),
                 finite_energy=jnp.isfinite(stats.mean) & jnp.isfinite(stats.variance),

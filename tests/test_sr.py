@@ -408,6 +408,19 @@ def test_bad_arguments_raise_clear_errors():
         unravel_like(jnp.ones(3, jnp.complex128), {"w": jnp.ones(3)})
     with pytest.raises(ValueError, match="shape"):
         unravel_like(jnp.ones(4), {"w": jnp.ones(3)})
-    with jax.enable_x64(False):
-        with pytest.raises(RuntimeError, match="float64"):
-            sr_direction(O, e)
+
+
+def test_sr_direction_without_x64_solves_in_float32(rng):
+    """With jax_enable_x64 off the solve runs in float32 (no float64 request, no warning)
+    and agrees with the float64 solve to float32 accuracy."""
+    import warnings
+
+    O = rng.normal(size=(64, 40)).astype(np.float32)
+    e = rng.normal(size=64)
+    ref = np.asarray(sr_direction(jnp.asarray(O), jnp.asarray(e), diag_shift=1e-2))
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = sr_direction(jnp.asarray(O), jnp.asarray(e, jnp.float32), diag_shift=1e-2)
+        assert d.dtype == jnp.float32
+        d = np.asarray(d)
+    np.testing.assert_allclose(d, ref, rtol=0, atol=1e-5 * np.abs(ref).max())

@@ -616,6 +616,7 @@ class ConvResNet(nn.Module):
             return out
         return lax.complex(out[..., 0], out[..., 1]).astype(complex_dtype(self.dtype))
 
+    @tuning.at_matmul_precision
     def __call__(self, s):
         if self.signed:
             out = self.position_outputs(s)
@@ -654,5 +655,5 @@ def _signed_log(log_amplitude, factor):
     node) is clamped there, so values and derivatives stay finite."""
     tiny = jnp.finfo(factor.dtype).tiny
     magnitude = jnp.maximum(jnp.abs(factor), tiny)
-    phase = jnp.where(factor < 0, jnp.pi, 0.0).astype(factor.dtype)
+    phase = jnp.where(factor < 0, jnp.asarray(np.pi, factor.dtype), jnp.zeros((), factor.dtype))
     return lax.complex(log_amplitude + jnp.log(magnitude), phase)

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import tuning
 from ._checks import complex_dtype, real_dtype, spin_batch
 
 __all__ = ["RBM", "log_cosh"]
@@ -72,6 +73,7 @@ class RBM(nn.Module):
         return jax.lax.complex(re, im)
 
     @nn.compact
+    @tuning.at_matmul_precision
     def __call__(self, s):
         kernel_name = "kernel_re" if self.complex_output else "kernel"
         known = None  # the number of sites of existing parameters (None while initializing)

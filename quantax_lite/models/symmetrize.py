@@ -15,6 +15,7 @@ import numpy as np
 
 from ..lattice import periodic_site_index, site_coords
 from ..symmetry import group_table  # the one check of a group table (re-exported here)
+from .. import tuning
 from ._checks import lattice_shape, positive_int, spin_batch
 
 __all__ = [
@@ -130,6 +131,7 @@ class Symmetrized(nn.Module):
         flips = jnp.asarray(np.asarray(self.flips, np.int8), s.dtype)
         return s[:, perms] * flips[None, :, None]
 
+    @tuning.at_matmul_precision
     def __call__(self, s):
         images = self.images(s)
         batch, G, N = images.shape

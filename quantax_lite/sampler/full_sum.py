@@ -14,6 +14,7 @@ from quantax_lite.utils import chunk_map, make_mesh, replicate
 from quantax_lite.utils.mesh import mesh_size
 
 from ._common import enumerated_sector
+from .. import tuning
 
 __all__ = ["FullSumState", "FullSumSampler", "orbit_representatives", "row_local_energies"]
 
@@ -167,7 +168,8 @@ class FullSumSampler:
         rows = self.rows()
         log_psi = chunk_map(self.log_psi, in_axes=(None, 0), chunk_size=self.chunk_size,
                             mesh=self.resolved_mesh())(params, rows)
-        log_p = 2.0 * jnp.real(log_psi).astype(jnp.float64) + jnp.asarray(self._log_multiplicity)
+        wide = tuning.wide_dtype()
+        log_p = 2.0 * jnp.real(log_psi).astype(wide) + jnp.asarray(self._log_multiplicity, wide)
         p = jnp.exp(log_p - jnp.max(log_p))
         return rows, log_psi, p / jnp.sum(p)
 
@@ -190,7 +192,7 @@ def row_local_energies(index: jax.Array, values: jax.Array, log_psi: jax.Array) 
     """Local energies (n_rows,) of the rows from :meth:`FullSumSampler.hamiltonian_rows`
     ``(index, values)`` and log psi of the rows (n_rows,):
     ``sum_k values[r, k] exp(log_psi[index[r, k]] - log_psi[r])``."""
-    log_psi = log_psi.astype(jnp.result_type(log_psi.dtype, jnp.float64))
+    log_psi = log_psi.astype(tuning.wide_dtype(log_psi.dtype))
     return jnp.sum(values * jnp.exp(log_psi[index] - log_psi[:, None]), axis=1)
 
 

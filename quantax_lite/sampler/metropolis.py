@@ -24,6 +24,7 @@ from quantax_lite.utils.mesh import batch_sharding, mesh_size, replicated_shardi
 
 from ._common import check_n_samples, onto_mesh, validate_initial_states
 from .base import TransitionRule
+from .. import tuning
 
 __all__ = ["SamplerState", "MetropolisSampler"]
 
@@ -234,7 +235,7 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
         proposed, log_q_ratio = sampler.rule.propose(k_move, states)
         proposed = constrain(proposed)
         log_psi_new = evaluate(params, proposed).astype(log_psi.dtype)
-        log_u = jnp.log(constrain(jax.random.uniform(k_accept, (n_chains,))))
+        log_u = jnp.log(constrain(tuning.uniform(k_accept, (n_chains,))))
         log_ratio = 2.0 * jnp.real(log_psi_new - log_psi)
         log_ratio = log_ratio + log_q_ratio.astype(log_ratio.dtype)  # 0 for symmetric rules
         accept = log_u < log_ratio

@@ -7,6 +7,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from ... import tuning
 
 __all__ = ["Exchange"]
 
@@ -85,7 +86,7 @@ class Exchange:
         if self.anti_aligned:
             differs = self._differs(states)
             n_a = jnp.sum(differs, axis=1, dtype=jnp.int32)
-            rank = jnp.floor(jax.random.uniform(key, (n_chains,)) * n_a).astype(jnp.int32)
+            rank = jnp.floor(tuning.uniform(key, (n_chains,)) * n_a).astype(jnp.int32)
             rank = jnp.minimum(rank, jnp.maximum(n_a - 1, 0))
             # the (rank + 1)-th anti-aligned bond; bond 0 (aligned: a null move) if none
             pick = jnp.argmax(jnp.cumsum(differs, axis=1, dtype=jnp.int32) > rank[:, None], axis=1)

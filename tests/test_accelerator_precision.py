@@ -1,0 +1,212 @@
+"""The precision policy per backend (quantax_lite.tuning), checked on the CPU.
+
+CI has no accelerator, so what a TPU (or GPU) run relies on is checked here through what
+it guarantees: the programs lowered for "tpu" under ``tuning.for_backend("tpu")`` hold no
+float64 / complex128 value and no eigendecomposition, and every matrix product in them
+runs at HIGHEST precision; the float32 solve agrees with a dense float64 one; the library
+trains with ``jax_enable_x64`` off. The test process itself has x64 on (conftest), so a
+float64 constant that slipped into a program would show.
+"""
+import re
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from quantax_lite import Recipe, build, tuning
+from quantax_lite.observables import _moved_values_fn
+from quantax_lite.sr import solve_psd, sr_direction
+from quantax_lite.vmc import ChunkSizes, energy_estimate, run
+
+WIDE = re.compile(r"\b(f64|complex<f64>)\b")
+SPECTRAL = re.compile(r"eigh|svd|Eigh|Svd|syevd|gesvd", re.I)
+
+
+def _lower_tpu(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def _float64_work(text: str) -> list[str]:
+    """Lines of the lowered program that compute with float64 / complex128 values. A
+    scalar float64 constant converted at once to float32 is not such work (how JAX lowers
+    a Python float in ``jnp.where(c, x, 0.0)``; XLA folds the conversion), nor passing
+    such a scalar through a call."""
+    scalar_only = re.compile(r"stablehlo\.constant|stablehlo\.convert|\bcall\b|func\.func|\breturn\b")
+    found = []
+    for line in text.splitlines():
+        if not WIDE.search(line) or line.startswith("#loc"):
+            continue
+        shaped = re.search(r"tensor<[0-9x]+x(f64|complex<f64>)>", line) or "complex<f64>" in line
+        converts_up = re.search(r"->\s*tensor<[^>]*f64", line) and "stablehlo.convert" in line
+        if shaped or converts_up or not scalar_only.search(line):
+            found.append(line.strip()[:200])
+    return found
+
+
+def _assert_accelerator_safe(text: str, what: str):
+    wide = _float64_work(text)
+    assert not wide, f"{what}: {len(wide)} float64 operations in the program lowered for tpu: {wide[:3]}"
+    assert not SPECTRAL.search(text), f"{what}: an eigendecomposition / SVD in the program lowered for tpu"
+    products = [line for line in text.splitlines() if "dot_general" in line or "convolution" in line]
+    low = [line.strip()[:160] for line in products if "HIGHEST" not in line]
+    assert not low, f"{what}: {len(low)} of {len(products)} matrix products below HIGHEST precision: {low[:2]}"
+
+
+def _step_text(recipe: Recipe, backend: str) -> str:
+    with tuning.using(tuning.for_backend(backend)):
+        r = build(recipe)
+        step = r.vmc._step_fn(ChunkSizes(None, None))
+        return step.trace(r.state).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def test_for_backend_records():
+    cpu, tpu, gpu = (tuning.for_backend(name) for name in ("cpu", "tpu", "gpu"))
+    assert cpu.device_float64 and cpu.sr_solve == "cholesky_eigh" and cpu.matmul_precision == "default"
+    for acc in (tpu, gpu):
+        assert not acc.device_float64 and acc.sr_solve == "cholesky_refine" and acc.matmul_precision == "highest"
+    assert tpu.backend == "tpu"
+    assert tuning.current() == cpu  # the tests run on CPU devices
+    with pytest.raises(ValueError, match="name"):
+        tuning.for_backend("cuda")
+    with pytest.raises(ValueError, match="sr_solve"):
+        tuning.Tuning(sr_solve="qr")
+    with pytest.raises(ValueError, match="matmul_precision"):
+        tuning.Tuning(matmul_precision="bf16")
+    with tuning.using(tpu):
+        assert tuning.wide_dtype() == np.float32 and tuning.wide_dtype(np.complex128) == np.complex64
+    assert tuning.wide_dtype() == np.float64 and tuning.wide_dtype(np.complex64) == np.complex128
+
+
+@pytest.mark.parametrize("options", [
+    dict(lattice="4x4"),  # the command's default run
+    dict(lattice="4x4", hamiltonian="j1j2", amplitude="signed", sr_momentum=0.9),  # SPRING, signed
+    dict(lattice="4x4", amplitude="complex"),
+    dict(lattice="4x4", sampling="exact_sum", symmetry="full"),  # exact sums
+], ids=["default", "j1j2-spring", "complex", "exact-sum"])
+def test_step_lowered_for_tpu_is_float32_highest_and_has_no_eigh(options):
+    _assert_accelerator_safe(_step_text(Recipe(**options), "tpu"), f"step {options}")
+
+
+def test_the_check_has_teeth_on_the_cpu_record():
+    """The same step built with the CPU record holds float64 and the eigh fallback."""
+    text = _step_text(Recipe(lattice="4x4"), "cpu")
+    assert len(_float64_work(text)) > 100 and SPECTRAL.search(text)
+    assert not _float64_work("%0 = stablehlo.constant dense<0.0> : tensor<f64>\n"
+                             "%1 = stablehlo.convert %0 : (tensor<f64>) -> tensor<f32>")
+    assert _float64_work("%1 = stablehlo.convert %0 : (tensor<f32>) -> tensor<f64>")
+    assert _float64_work("%2 = stablehlo.add %0, %1 : tensor<f64>")
+
+
+def test_estimate_and_measure_programs_lowered_for_tpu():
+    with tuning.using(tuning.for_backend("tpu")):
+        r = build(Recipe(lattice="4x4", samples=64))
+        vmc, state = r.vmc, r.state
+
+        def estimate(chains, params):  # one block of energy_estimate
+            samples, lp, chains = vmc.sampler.sample(chains, params, 64)
+            return vmc.local_energies(params, samples, lp), chains
+
+        _assert_accelerator_safe(_lower_tpu(estimate, state.sampler, state.params), "energy estimate")
+        samples = jnp.ones((64, 16), jnp.int8)
+        lp = jnp.zeros(64, jnp.complex64)
+        specs = (("pairs", (16,)),)
+        fn = _moved_values_fn(vmc.log_psi, specs, 64, None, tuning.current())
+        _assert_accelerator_safe(fn.trace(state.params, samples, lp).lower(lowering_platforms=("tpu",)).as_text(),
+                                 "measure: spin correlations")
+
+
+def _ill_conditioned(rng, n, cond, complex_=False):
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)) + (1j * rng.normal(size=(n, n)) if complex_ else 0))
+    w = np.geomspace(1.0, 1.0 / cond, n)
+    return (q * w) @ q.conj().T
+
+
+@pytest.mark.parametrize("cond", [1e2, 1e4, 1e5])
+def test_refined_float32_solve_matches_dense_float64(rng, cond):
+    """float32 Cholesky, with and without refinement, against numpy's float64 solve of the
+    same (float64) system: a relative error of order cond * float32 epsilon (the rounding
+    of the matrix to float32 alone costs that much)."""
+    n = 200
+    a = _ill_conditioned(rng, n, cond)
+    b = rng.normal(size=n)
+    exact = np.linalg.solve(a, b)
+    errors = []
+    for steps in (0, 2):
+        x, fallback = solve_psd(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32),
+                                solver="cholesky_refine", refinement=steps)
+        assert x.dtype == jnp.float32 and not bool(fallback)
+        errors.append(np.linalg.norm(np.asarray(x, np.float64) - exact) / np.linalg.norm(exact))
+    eps32 = np.finfo(np.float32).eps
+    assert max(errors) < 5 * cond * eps32, errors
+
+
+def test_refined_solve_falls_back_to_a_stronger_shift_without_eigh(rng):
+    """A singular matrix: the Cholesky of A fails, the shifted one gives a finite
+    solution of (A + delta I) x = b, and the program holds no eigendecomposition."""
+    n = 50
+    v = rng.normal(size=(n, 10))
+    a = (v @ v.T).astype(np.float32)  # rank 10
+    a[:, 0] = a[0, :] = 0.0  # and a zero pivot
+    b = rng.normal(size=n).astype(np.float32)
+    x, fallback = solve_psd(jnp.asarray(a), jnp.asarray(b), solver="cholesky_refine")
+    assert bool(fallback) and np.all(np.isfinite(np.asarray(x)))
+    delta = n * np.finfo(np.float32).eps * np.abs(np.diag(a)).max()
+    shifted = a.astype(np.float64) + delta * np.eye(n)
+    x = np.asarray(x, np.float64)  # a small backward error for the shifted system
+    assert np.linalg.norm(shifted @ x - b) / (np.linalg.norm(shifted, 2) * np.linalg.norm(x)) < 1e-5
+    text = _lower_tpu(lambda a, b: solve_psd(a, b, solver="cholesky_refine"), jnp.asarray(a), jnp.asarray(b))
+    assert not SPECTRAL.search(text)
+    with pytest.raises(ValueError, match="solver"):
+        solve_psd(jnp.asarray(a), jnp.asarray(b), solver="lu")
+
+
+@pytest.mark.parametrize("method", ["sr", "minsr"])
+def test_sr_direction_on_the_accelerator_record_matches_float64(rng, method):
+    """The float32 SR / MinSR direction of the accelerator record against a dense float64
+    one on the same Jacobian: within ten times the error of the CPU record's own (a float32
+    Gram matrix solved in float64), on a system of condition number about 1e5."""
+    n, p = 96, 60
+    basis = rng.normal(size=(8, p))
+    jac = (rng.normal(size=(n, 8)) @ basis + 0.05 * rng.normal(size=(n, p))).astype(np.float32)
+    e = rng.normal(size=n)
+    o = jac.astype(np.float64)
+    o_bar = (o - o.mean(0)) / np.sqrt(n)
+    e_bar = (e - e.mean()) / np.sqrt(n)
+    ref = np.linalg.solve(o_bar.T @ o_bar + 1e-3 * np.eye(p), o_bar.T @ e_bar)
+    cpu = np.asarray(sr_direction(jnp.asarray(jac), jnp.asarray(e), diag_shift=1e-3, method=method))
+    with tuning.using(tuning.for_backend("tpu")):
+        d = sr_direction(jnp.asarray(jac), jnp.asarray(e, jnp.float32), diag_shift=1e-3, method=method)
+    assert d.dtype == jnp.float32
+
+    def error(x):
+        return np.linalg.norm(np.asarray(x, np.float64) - ref) / np.linalg.norm(ref)
+
+    assert error(d) < 10 * error(cpu) + 1e-5, (error(d), error(cpu))  # measured: 0.8x to 4.6x
+    assert error(d) < 1e-2
+
+
+def _train_without_x64(lattice: str, iters: int, samples: int):
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a float64 request would warn (and be truncated)
+        r = build(Recipe(lattice=lattice, samples=samples))
+        state, _ = run(r.vmc, r.state, iters, progress=False)
+        stats, _ = energy_estimate(r.vmc, state, 8 * samples)
+        assert np.asarray(stats.mean).dtype in (np.float32, np.complex64)
+        return float(np.real(stats.mean)), float(stats.error_of_mean), r
+
+
+def test_trains_chain_to_exact_without_x64():
+    """chain:8 Heisenberg with jax_enable_x64 off: float32 everywhere, exact within error bars."""
+    energy, error, r = _train_without_x64("chain:8", 120, 512)
+    exact = r.recipe.reference_energy()
+    assert abs(energy - exact) < 4 * error + 2e-4 * abs(exact), (energy, error, exact)
+    assert energy > exact - 4 * error  # variational
+
+
+@pytest.mark.slow
+def test_trains_4x4_to_exact_without_x64():
+    energy, error, r = _train_without_x64("4x4", 400, 1024)
+    exact = r.recipe.reference_energy()
+    assert abs(energy - exact) < 4 * error + 1e-4 * abs(exact), (energy, error, exact)
