@@ -131,7 +131,8 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
     import jax
 
     from _common import chunk_sizes, compile_part, step_parts, timed
-    from quantax_lite import build, tuning
+    from quantax_lite import build
+    from quantax_lite.models.conv import conv_form_for
 
     t_row = time.perf_counter()
     recipe = recipe_for(lattice, hamiltonian, symmetry, samples)
@@ -166,7 +167,7 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
     row["chunk_choice_s"] = time.perf_counter() - t
     row.update(n_params=int(r.n_params), n_images=int(getattr(r.model, "n_elements", 1)),
                channels=int(base.channels), depth=int(base.depth), kernel_size=int(base.kernel_size),
-               conv_form=tuning.conv_form(r.lattice.n_sites, base.channels, base.dtype),
+               conv_form=conv_form_for(tuple(base.lattice_shape), base.kernel_size, base.channels, base.dtype),
                amplitude=recipe.amplitude_kind(r.hamiltonian), n_chains=int(vmc.sampler.n_chains),
                sweep_size=int(vmc.sampler.sweep_size), local_energy_chunk=le_chunk, jacobian_chunk=jac_chunk)
 
@@ -455,12 +456,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+    from quantax_lite import tuning
     from quantax_lite.utils import limit_blas_threads
 
-    from quantax_lite import tuning
+    tuning.configure_x64()  # as `quantax-lite train` runs
 
     json_path, plot_path = output_paths(args.quick, args.json, args.plot)
     blas = limit_blas_threads()  # as `quantax-lite train` runs

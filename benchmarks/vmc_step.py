@@ -24,11 +24,13 @@ import sys
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
+from quantax_lite import tuning  # noqa: E402
 
+tuning.configure_x64()  # float64 SR solve on CPUs, as `quantax-lite train` runs; float32 on accelerators
 
 from _common import chunk_sizes, step_parts, timed  # noqa: E402
-from quantax_lite import Recipe, build, tuning  # noqa: E402
+from quantax_lite import Recipe, build  # noqa: E402
+from quantax_lite.models.conv import conv_form_for  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 
@@ -61,7 +63,7 @@ def measure(group_name, n_samples, precision, amplitude, repeats):
     return {
         "group": group_name, "n_elements": group.n_elements, "n_images": model.n_elements,
         "n_params": n_params, "precision": precision, "output": amplitude,
-        "conv_form": tuning.conv_form(16, 8, r.model.base.dtype),
+        "conv_form": conv_form_for((4, 4), 3, 8, r.model.base.dtype),
         "jacobian_dtype": str(O.dtype), "n_samples": n_samples, "n_chains": vmc.sampler.n_chains,
         "sweep_size": vmc.sampler.sweep_size, "rule": repr(vmc.sampler.rule.__class__.__name__)
         + (" anti-aligned" if getattr(vmc.sampler.rule, "anti_aligned", False) else ""),

@@ -85,6 +85,11 @@ class Tuning:
       (Cholesky with ``sr_refinement`` steps of iterative refinement, falling back to
       a Cholesky of a more strongly shifted matrix: no eigendecomposition in the program).
     sr_refinement: refinement steps of "cholesky_refine".
+    autotune: with ``conv_form="auto"``, time the candidate convolution forms once per
+      machine, shape and library version and use the fastest
+      (:func:`quantax_lite.models.conv.conv_form_for`, cached on disk by
+      :mod:`quantax_lite.autotune`; ``QUANTAX_LITE_AUTOTUNE=0`` turns the timing off,
+      leaving the width rule of :func:`conv_form`).
     """
 
     conv_form: str = "auto"
@@ -102,6 +107,7 @@ class Tuning:
     matmul_precision: str = "default"
     sr_solve: str = "cholesky_eigh"
     sr_refinement: int = 2
+    autotune: bool = True
 
     def __post_init__(self):
         if self.conv_form not in ("auto",) + CONV_FORMS:

@@ -279,3 +279,28 @@ def test_several_processes_follow_process_zero(tmp_path, monkeypatch):
 
 def test_broadcast_in_one_process_is_the_identity():
     assert autotune._process_zero(2) == 2 and autotune._process_zero(-1) == -1
+
+
+def test_conv_form_for_times_the_forms_and_keeps_the_function(tmp_path, monkeypatch):
+    """With autotune on, the network's form is one of the timed candidates, recorded in the
+    cache, and the network computes the same log psi as with the width rule."""
+    import jax.numpy as jnp
+
+    from quantax_lite import Square, make_conv_nqs, tuning, translations
+    from quantax_lite.models.conv import _TIMED_FORMS, conv_form_for
+
+    monkeypatch.setenv("QUANTAX_LITE_AUTOTUNE", "1")
+    monkeypatch.setenv("QUANTAX_LITE_AUTOTUNE_DIR", str(tmp_path))
+    autotune.forget()
+    lattice = Square(4, 4)
+    model = make_conv_nqs(lattice, translations(lattice), channels=4, depth=1, dtype=jnp.float32)
+    s = jnp.asarray(np.random.default_rng(0).choice([-1, 1], size=(8, 16)), jnp.int8)
+    with tuning.override(autotune=False):
+        params = model.init(jax.random.key(0), s)
+        rule = model.apply(params, s)
+        ruled_form = conv_form_for((4, 4), 3, 4, np.float32)
+    form = conv_form_for((4, 4), 3, 4, np.float32)
+    assert form in _TIMED_FORMS and ruled_form == "dense"
+    assert form in open(autotune.cache_file(str(tmp_path))).read()
+    np.testing.assert_allclose(np.asarray(model.apply(params, s)), np.asarray(rule), rtol=0, atol=1e-5)
+    autotune.forget()

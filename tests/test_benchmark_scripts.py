@@ -1,4 +1,4 @@
-"""benchmarks/vmc_scale.py and benchmarks/gpu_suite.py end to end in quick mode (on the CPU),
+"""benchmarks/vmc_scale.py and benchmarks/accelerator_suite.py end to end in quick mode (on the CPU),
 and the FLOP count they share (benchmarks/_common.py)."""
 import importlib.util
 import json
@@ -84,11 +84,13 @@ def test_jaxpr_cost_counts_loops_where_xla_counts_one_iteration():
 
 
 def test_quick_runs_never_write_the_results():
-    vmc_scale, gpu_suite = load("vmc_scale"), load("gpu_suite")
+    vmc_scale, suite = load("vmc_scale"), load("accelerator_suite")
     assert vmc_scale.output_paths(True, None, None) == (None, None)
     assert vmc_scale.output_paths(True, "a.json", None) == ("a.json", None)
     assert vmc_scale.output_paths(False, None, None) == (vmc_scale.DEFAULT_JSON, vmc_scale.DEFAULT_PLOT)
-    assert gpu_suite.output_path(True, None) is None and gpu_suite.output_path(False, None) == gpu_suite.DEFAULT_JSON
+    assert suite.output_path(True, None) is None and suite.output_path(False, None) == suite.DEFAULT_JSON
+    assert suite.DEFAULT_JSON.endswith("accelerator_suite.json")
+    assert [suite.platform_flag(b) for b in ("tpu", "cuda", "gpu", "cpu")] == ["tpu", "gpu", "gpu", "cpu"]
     assert vmc_scale.lattice_name("6") == "6x6" and vmc_scale.lattice_name("2x4") == "2x4"
 
 
@@ -115,21 +117,21 @@ def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     assert png.stat().st_size > 0
 
 
-def test_gpu_suite_refuses_without_a_gpu(tmp_path):
-    proc = script("gpu_suite", "--json", str(tmp_path / "suite.json"), timeout=120)
+def test_accelerator_suite_refuses_without_an_accelerator(tmp_path):
+    proc = script("accelerator_suite", "--json", str(tmp_path / "suite.json"), timeout=120)
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "no GPU" in proc.stderr and "--quick" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "no TPU or GPU" in proc.stderr and "--quick" in proc.stderr
     assert not (tmp_path / "suite.json").exists()
 
 
 @pytest.mark.slow
-def test_gpu_suite_quick_end_to_end(tmp_path):
+def test_accelerator_suite_quick_end_to_end(tmp_path):
     out = tmp_path / "suite.json"
-    proc = script("gpu_suite", "--quick", "--json", str(out))
+    proc = script("accelerator_suite", "--quick", "--json", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     parts = result["parts"]
-    assert set(parts) == {"sharding", "memory", "scale", "w1"}
+    assert set(parts) == {"train", "sharding", "memory", "peaks", "scale", "w1", "agreement"}
     for name, part in parts.items():
         assert "error" not in part and "skipped" not in part, (name, part)
 
@@ -175,6 +177,21 @@ def test_gpu_suite_quick_end_to_end(tmp_path):
         assert c["peak_bytes_in_use"] is None
     assert "memory per chunk" in proc.stdout and "GF/s" in proc.stdout
 
+    # (e) the README's main job (quick: chain:8, 10 steps), its first step and relative error
+    train = parts["train"]
+    assert train["returncode"] == 0 and train["iterations"] == 10 and train["lattice"] == "chain:8"
+    assert 0 < train["first_step_s"] <= train["training_s"] and train["relative_error"] < 0.5
+
+    # (f) peaks: three precisions; (g) agreement with the float64 CPU library, here CPU against
+    # CPU (the same float64 programs on both sides), so every difference is rounding
+    assert all(positive(parts["peaks"][k]["tflops"]) for k in ("bfloat16", "float32_default", "float32_highest"))
+    agree = parts["agreement"]
+    # (float32 networks evaluated in other batches: log psi to float32 rounding; measured 2.4e-7)
+    assert agree["backend"] == "cpu" and agree["e_loc_rel_diff"] < 1e-5 and agree["log_psi_max_abs_diff"] < 1e-5
+    for method in ("sr", "minsr"):
+        assert agree[f"{method}_direction_rel_diff_same_jacobian"] < 1e-9  # the same float64 solve
+        assert agree[f"{method}_direction_rel_diff_whole_step"] < 1e-4
+    assert agree["correlations_max_abs_diff"] < 1e-5
 
 # --------------------------------------------------------------------------- #
 # accuracy.py: its rows are valid runs, its convergence curves and plot         #

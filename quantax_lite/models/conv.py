@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import tuning
+from .. import autotune, tuning
 from ..lattice import periodic_site_index, site_coords
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
 from .symmetrize import weighted_logsumexp
@@ -156,7 +156,7 @@ class PeriodicConv(nn.Module):
         kernel = self.param("kernel", self.kernel_init, (k,) * ndim + (c_in, self.features), dtype)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), dtype) if self.use_bias else None
         x = x.astype(dtype)
-        form = tuning.conv_form(n_sites, self.features, dtype)
+        form = conv_form_for(shape, k, self.features, dtype)
         if channel_major and form == "dense":
             y = _dense_conv_flat(x, kernel, shape, k, True)
             return y if bias is None else y + bias[:, None]
@@ -167,6 +167,49 @@ class PeriodicConv(nn.Module):
             return jnp.swapaxes(y.reshape(x.shape[0], n_sites, -1), 1, 2)
         y = _CONVS[form](x, kernel, shape, k)
         return y if bias is None else y + bias
+
+
+_TIMED_FORMS = ("dense", "lax_gather", "gather", "banded")
+_TIMING_BATCH = 512
+
+
+def conv_form_for(shape: tuple, kernel_size: int, channels: int, dtype) -> str:
+    """The convolution form of a layer of ``channels`` on the periodic grid ``shape``.
+
+    :func:`quantax_lite.tuning.conv_form` (a fixed rule by width) unless the tuning in
+    force has ``autotune`` on and no fixed form: then the fastest of the candidate forms
+    for this shape, timed once per machine and library version
+    (:func:`quantax_lite.autotune.pick`; a forward pass and a gradient of one layer on
+    ``_TIMING_BATCH`` maps), the rule's form being the default when timing is turned off.
+    Every form computes the same function (to rounding)."""
+    n_sites = int(np.prod(shape))
+    rule = tuning.conv_form(n_sites, channels, dtype)
+    choices = tuning.current()
+    if choices.conv_form != "auto" or not choices.autotune:
+        return rule
+    forms = [f for f in _TIMED_FORMS if f != "banded" or len(shape) == 2]
+    key = (tuple(int(x) for x in shape), int(kernel_size), int(channels), np.dtype(dtype).name, choices.backend)
+    candidates = {f: functools.partial(_timed_layer, f, tuple(shape), int(kernel_size), int(channels),
+                                       np.dtype(dtype)) for f in forms}
+    return autotune.pick("conv_form", key, candidates, default=rule)
+
+
+def _timed_layer(form: str, shape: tuple, kernel_size: int, channels: int, dtype):
+    """A runner of one layer in ``form`` (forward pass and gradient, compiled here)."""
+    with tuning.override(conv_form=form):
+        layer = PeriodicConv(channels, kernel_size, shape, dtype=dtype)
+        channel_major = form == "dense"
+        n_sites = int(np.prod(shape))
+        x_shape = (_TIMING_BATCH, channels, n_sites) if channel_major else (_TIMING_BATCH, *shape, channels)
+        x = jnp.ones(x_shape, dtype)
+        params = layer.init(jax.random.key(0), x, channel_major)
+
+        def work(p, x):
+            y, pull = jax.vjp(lambda q: layer.apply(q, x, channel_major), p)
+            return y, pull(y)
+
+        compiled = jax.jit(work).lower(params, x).compile()
+    return lambda: jax.block_until_ready(compiled(params, x))
 
 
 def _gather_conv(x, kernel, shape, k):
@@ -568,7 +611,7 @@ class ConvResNet(nn.Module):
     @property
     def _channel_major(self) -> bool:
         # the dense form runs on channel-major maps (see PeriodicConv); the others channels-last
-        return tuning.conv_form(self.n_cells, self.channels, real_dtype(self.dtype)) == "dense"
+        return conv_form_for(tuple(self.lattice_shape), self.kernel_size, self.channels, real_dtype(self.dtype)) == "dense"
 
     def _trunk(self, s):
         """Trunk maps in the internal layout: ``(batch, channels, n_cells)`` for the dense

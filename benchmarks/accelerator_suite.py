@@ -1,39 +1,44 @@
-"""Every GPU figure the project quotes, in one run of under 8 minutes on one GPU node.
+"""Every accelerator figure the project quotes (TPU or GPU), in one run of under 8 minutes on one chip.
 
-Four parts, each with its own time budget (seconds; all options), within a total budget:
+Parts, each with its own time budget (seconds; all options), within a total budget:
 
-1. ``sharding``: GSPMD vs ``shard_map`` for the chunked per-sample Jacobian on the real
-   devices: ``benchmarks/jacobian_sharding.py --platform gpu`` (its GPU defaults: the 6x6
-   default network in float64, 256 samples per device, D = 8 4 2 1 as far as the machine
-   has them), in a subprocess with its ``--deadline-min`` set from this part's budget.
-2. ``memory``: memory per chunk size of the 6x6 local-energy and Jacobian programs
+1. ``train``: the README's main job, ``python -m quantax_lite train`` (4x4 Heisenberg, 600
+   steps) in a subprocess: the wall time of its first step (compilation included), of the
+   whole training, the final energy and its relative error (from its summary.json).
+2. ``sharding``: GSPMD vs ``shard_map`` for the chunked per-sample Jacobian,
+   ``benchmarks/jacobian_sharding.py --platform gpu|tpu`` in a subprocess.
+3. ``memory``: memory per chunk size of the 6x6 local-energy and Jacobian programs
    (1024 samples, the library's default network): for each chunk, the compiled
-   program's ``memory_analysis()`` (argument, output, temp, alias bytes) and, where the
-   backend reports it (GPUs; None on CPUs), the measured ``peak_bytes_in_use`` of
-   ``jax.devices()[0].memory_stats()`` after running it. The process peak only rises, so
-   the cases run in a fresh subprocess in increasing order of compiled size; each
-   reading is that case's peak when it rose (``peak_rose``) and an upper bound otherwise.
-3. ``scale``: the table of ``benchmarks/vmc_scale.py`` (its functions, in this process):
-   one VMC step of the default network for 4x4 .. 10x10, heisenberg and j1j2,
-   translations and full symmetry, with its breakdown, FLOPs, GFLOP/s and the matmul
-   peak, rows over the part's time left reported as skipped.
-4. ``w1``: the W1 rows of ``benchmarks/vmc_step.py`` (its ``measure``), 1024 samples.
+   program's ``memory_analysis()`` and the device's measured ``peak_bytes_in_use`` after
+   running it (a fresh subprocess; see ``memory_worker``).
+4. ``peaks``: the chip's matrix-product peak in bfloat16, float32 at default precision and
+   float32 at "highest" (the library's precision on accelerators), one square product each.
+5. ``scale``: the table of ``benchmarks/vmc_scale.py``: one VMC step of the default
+   network for 4x4 .. 10x10, heisenberg and j1j2, translations and full symmetry, with
+   its breakdown and FLOP/s (each row also against the "highest" peak of part 4).
+6. ``w1``: the W1 rows of ``benchmarks/vmc_step.py`` (its ``measure``), 1024 samples (the
+   float64-network row only where the backend has float64 on the device).
+7. ``agreement``: one W1 state after a few training steps; its samples, log psi, local
+   energies, Jacobian, SR and MinSR directions and spin correlations on the accelerator,
+   against the float64 CPU library (``JAX_PLATFORMS=cpu``, ``jax_enable_x64`` on, in a
+   subprocess) on the same samples: relative differences, the CPU's direction both from
+   the accelerator's Jacobian (the solve alone) and from its own (the whole pipeline).
 
-The subprocess parts run first, before this process touches the GPU (JAX reserves most of
-a GPU's memory for the process that opens it). A part that cannot start within the
-total budget is recorded as skipped; a part that fails is recorded with its error and the
+The subprocess parts that open the accelerator run first, before this process touches
+it (one program at a time can hold a TPU). A part that cannot start within the total
+budget is recorded as skipped; a part that fails is recorded with its error and the
 others still run.
 
-    python benchmarks/gpu_suite.py                 # on a GPU node; refuses (exit 2) without a GPU
-    python benchmarks/gpu_suite.py --allow-cpu     # the full suite on CPUs (hours: not meant)
-    python benchmarks/gpu_suite.py --quick         # the whole script on the CPU, tiny sizes: about 40 s
-                                                   # on 2 cores (CPU code generation unoptimized: a smoke
-                                                   # test, its timings mean nothing)
-    python benchmarks/gpu_suite.py --parts scale w1 --scale-budget-s 300
+    python benchmarks/accelerator_suite.py              # on a TPU or GPU; refuses (exit 2) without one
+    python benchmarks/accelerator_suite.py --allow-cpu  # the full suite on CPUs (hours: not meant)
+    python benchmarks/accelerator_suite.py --quick      # the whole script on the CPU, tiny sizes: a smoke
+                                                        # test (CPU code generation unoptimized: its
+                                                        # timings mean nothing)
+    python benchmarks/accelerator_suite.py --parts scale w1 --scale-budget-s 300
 
 Writes the tables to stdout and one JSON (``--json``, default
-benchmarks/results/gpu_suite.json on a full run; ``--quick`` writes only with ``--json``),
-with the figures beside it: ``<json stem>_vmc_scale.png`` and
+benchmarks/results/accelerator_suite.json on a full run; ``--quick`` writes only with
+``--json``), with the figures beside it: ``<json stem>_vmc_scale.png`` and
 ``<json stem>_jacobian_sharding.png``.
 """
 from __future__ import annotations
@@ -50,8 +55,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 RESULTS = os.path.join(HERE, "results")
-DEFAULT_JSON = os.path.join(RESULTS, "gpu_suite.json")
-PART_NAMES = ("sharding", "memory", "scale", "w1")
+DEFAULT_JSON = os.path.join(RESULTS, "accelerator_suite.json")
+PART_NAMES = ("train", "sharding", "memory", "peaks", "scale", "w1", "agreement")
 W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "complex"), ("full", "f32", "positive"),
               ("translations", "f64", "positive"), ("translations", "f32", "signed")]
 
@@ -59,11 +64,15 @@ W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "comp
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="every part on the CPU at tiny sizes (a smoke test)")
-    p.add_argument("--allow-cpu", action="store_true", help="run the full suite without a GPU")
+    p.add_argument("--allow-cpu", action="store_true", help="run the full suite without an accelerator")
     p.add_argument("--parts", nargs="+", choices=PART_NAMES, default=list(PART_NAMES))
-    p.add_argument("--json", default=None, help="default benchmarks/results/gpu_suite.json (full runs only)")
+    p.add_argument("--json", default=None, help="default benchmarks/results/accelerator_suite.json (full runs only)")
     p.add_argument("--total-budget-s", type=float, default=420.0, help="no part starts after this (default 420)")
+    p.add_argument("--train-budget-s", type=float, default=90.0)
+    p.add_argument("--train-iters", type=int, default=None, help="steps of the train part (default 600)")
     p.add_argument("--sharding-budget-s", type=float, default=80.0)
+    p.add_argument("--peaks-budget-s", type=float, default=30.0)
+    p.add_argument("--agreement-budget-s", type=float, default=90.0)
     p.add_argument("--memory-budget-s", type=float, default=60.0)
     p.add_argument("--scale-budget-s", type=float, default=180.0)
     p.add_argument("--w1-budget-s", type=float, default=90.0)
@@ -79,6 +88,7 @@ def parse_args(argv=None):
     p.add_argument("--memory-chunks", nargs="+", default=None,
                    help="chunk sizes, 'default' for the library's choice (default 16 64 256 default)")
     p.add_argument("--_memory-worker", dest="memory_worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_agreement-reference", dest="agreement_reference", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     quick = args.quick
     defaults = dict(scale_lattices=["2x4"] if quick else ["4", "6", "8", "10"],
@@ -86,7 +96,8 @@ def parse_args(argv=None):
                     scale_symmetries=["translations"] if quick else ["translations", "full"],
                     samples=16 if quick else 1024, repeats=1 if quick else 5, w1_rows=[0] if quick else [0, 1, 2, 3, 4],
                     memory_lattice="2x4" if quick else "6x6",
-                    memory_chunks=["4", "default"] if quick else ["16", "64", "256", "default"])
+                    memory_chunks=["4", "default"] if quick else ["16", "64", "256", "default"],
+                    train_iters=10 if quick else 600)
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -94,7 +105,7 @@ def parse_args(argv=None):
 
 
 # --------------------------------------------------------------------------- #
-# GPU check                                                                    #
+# backend check                                                                   #
 # --------------------------------------------------------------------------- #
 
 
@@ -107,8 +118,181 @@ def detect_backend() -> str:
     return lines[-1] if out.returncode == 0 and lines else "unknown"
 
 
-def is_gpu(backend: str) -> bool:
-    return backend in ("gpu", "cuda", "rocm")
+def is_accelerator(backend: str) -> bool:
+    return backend in ("gpu", "cuda", "rocm", "tpu")
+
+
+def platform_flag(backend: str) -> str:
+    """``--platform`` of jacobian_sharding.py for ``backend``."""
+    return "tpu" if backend == "tpu" else "gpu" if is_accelerator(backend) else "cpu"
+
+
+# --------------------------------------------------------------------------- #
+# part: the README's main job                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def run_train(args, budget_s: float, out_dir: str) -> dict:
+    """``python -m quantax_lite train`` (the default 4x4 run) in a subprocess: the wall time of
+    its first step (compilation included) and of the training, and the final energy."""
+    folder = os.path.join(out_dir, "train")
+    cmd = [sys.executable, "-m", "quantax_lite", "train", "--out", folder, "--iters", str(args.train_iters)]
+    if args.quick:
+        cmd += ["--lattice", "chain:8", "--samples", "64"]
+    out = dict(command=" ".join(cmd[1:]).replace(folder, "OUT"))
+    print(f"$ {out['command']}", flush=True)
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, timeout=budget_s, capture_output=True, text=True, cwd=os.path.dirname(HERE))
+        out["returncode"] = proc.returncode
+        if proc.returncode:
+            out["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-1][:300]
+    except subprocess.TimeoutExpired:
+        out["error"] = f"killed after {budget_s:.0f} s"
+    out["process_wall_s"] = time.perf_counter() - t
+    try:
+        with open(os.path.join(folder, "summary.json")) as fh:
+            summary = json.load(fh)
+        with open(os.path.join(folder, "log.jsonl")) as fh:
+            log = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError) as err:
+        out.setdefault("error", f"no summary: {err}")
+        return out
+    keys = ("lattice", "iterations", "energy", "energy_error", "exact_energy", "relative_error", "n_params",
+            "wall_time_s", "seconds_per_iteration")
+    out.update({k: summary.get(k) for k in keys})
+    out["first_step_s"] = log[0]["wall_time_s"] if log else None  # from the start of training: compile included
+    out["training_s"] = log[-1]["wall_time_s"] if log else None
+    print(f"train: first step {out['first_step_s']:.1f} s, {out['iterations']} steps in {out['training_s']:.1f} s "
+          f"({out['seconds_per_iteration'] * 1e3:.1f} ms/step after the first), relative error "
+          f"{out['relative_error']:.2e}; process {out['process_wall_s']:.0f} s", flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# part: matrix-product peaks                                                   #
+# --------------------------------------------------------------------------- #
+
+
+def run_peaks(args) -> dict:
+    """TFLOP/s of one square product in bfloat16, float32 (default precision) and float32
+    ("highest"), the best of ``repeats`` calls each."""
+    import jax
+    import jax.numpy as jnp
+    from _common import timed
+
+    n = 512 if args.quick else 8192
+    out = dict(n=n)
+    for name, dtype, precision in (("bfloat16", jnp.bfloat16, "default"), ("float32_default", jnp.float32, "default"),
+                                   ("float32_highest", jnp.float32, "highest")):
+        ka, kb = jax.random.split(jax.random.key(len(out)))
+        x, y = jax.random.normal(ka, (n, n), dtype), jax.random.normal(kb, (n, n), dtype)
+        with jax.default_matmul_precision(precision):
+            f = jax.jit(lambda a, b: a @ b)
+            f(x, y).block_until_ready()
+        seconds = timed(lambda: f(x, y), max(3, args.repeats))[1]
+        out[name] = dict(seconds=seconds, tflops=2.0 * n**3 / seconds / 1e12, precision=precision)
+        print(f"peak {name:>16}: {out[name]['tflops']:8.2f} TFLOP/s ({n}^3)", flush=True)
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# part: agreement with the float64 CPU library on the same samples             #
+# --------------------------------------------------------------------------- #
+
+AGREEMENT_STEPS = 20
+
+
+def _agreement_recipe(args):
+    from quantax_lite import Recipe
+
+    return Recipe(lattice="2x4" if args.quick else "4x4", samples=64 if args.quick else 1024)
+
+
+def agreement_reference(spec: dict) -> None:
+    """In a CPU process with float64 on: the library's values on the accelerator's samples."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    from quantax_lite import Recipe, build, spin_correlations
+    from quantax_lite.jacobian import jacobian
+    from quantax_lite.models import derivative_form
+    from quantax_lite.sr import sr_direction
+
+    data = dict(np.load(spec["inputs"]))
+    r = build(Recipe(**spec["recipe"]))
+    leaves, treedef = jax.tree_util.tree_flatten(r.state.params)
+    params = jax.tree_util.tree_unflatten(treedef, [np.asarray(data[f"param_{i}"]) for i in range(len(leaves))])
+    samples = data["samples"]
+    lp = r.vmc.log_psi(params, samples)
+    e_loc = r.vmc.local_energies(params, samples, lp)
+    jac = jacobian(derivative_form(r.vmc.log_psi), params, samples)
+    out = dict(log_psi=np.asarray(lp), e_loc=np.asarray(e_loc), jac=np.asarray(jac))
+    for method in ("sr", "minsr"):
+        out[f"{method}_own"] = np.asarray(sr_direction(jac, e_loc, method=method))  # the whole CPU pipeline
+        out[f"{method}_same"] = np.asarray(sr_direction(data["jac"], data["e_loc"], method=method))  # the solve
+    corr = spin_correlations(r.vmc.log_psi, params, samples, log_psi_samples=lp)
+    out.update(corr_mean=np.asarray(corr.mean), corr_error=np.asarray(corr.error))
+    np.savez(spec["out"], **out)
+
+
+def run_agreement(args, budget_s: float, out_dir: str) -> dict:
+    """The accelerator's values on one state's samples against the float64 CPU library's."""
+    import jax
+    import numpy as np
+
+    from quantax_lite import build, run, spin_correlations, tuning
+    from quantax_lite.jacobian import jacobian
+    from quantax_lite.models import derivative_form
+    from quantax_lite.sr import sr_direction
+
+    recipe = _agreement_recipe(args)
+    r = build(recipe)
+    state, _ = run(r.vmc, r.state, AGREEMENT_STEPS, progress=False)
+    params = state.params
+    samples, lp, _ = r.vmc.sampler.sample(state.sampler, params, recipe.samples)
+    e_loc = r.vmc.local_energies(params, samples, lp)
+    jac = jacobian(derivative_form(r.vmc.log_psi), params, samples)
+    mine = dict(log_psi=lp, e_loc=e_loc, jac=jac)
+    for method in ("sr", "minsr"):
+        mine[method] = sr_direction(jac, e_loc, method=method)
+    corr = spin_correlations(r.vmc.log_psi, params, samples, log_psi_samples=lp)
+    mine = {k: np.asarray(jax.device_get(v)) for k, v in mine.items()}
+    inputs = os.path.join(out_dir, "agreement_inputs.npz")
+    leaves = jax.tree_util.tree_leaves(jax.device_get(params))
+    np.savez(inputs, samples=np.asarray(samples), jac=mine["jac"], e_loc=mine["e_loc"],
+             **{f"param_{i}": np.asarray(x) for i, x in enumerate(leaves)})
+    spec = dict(inputs=inputs, out=os.path.join(out_dir, "agreement_reference.npz"),
+                recipe=dict(lattice=recipe.lattice, samples=recipe.samples))
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    cmd = [sys.executable, os.path.abspath(__file__), "--_agreement-reference", json.dumps(spec)]
+    proc = subprocess.run(cmd, timeout=budget_s, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        return dict(error=(proc.stderr or proc.stdout).strip().splitlines()[-1][:300])
+    ref = dict(np.load(spec["out"]))
+
+    def rel(a, b):
+        return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(np.asarray(b)))
+
+    out = dict(lattice=recipe.lattice, n_samples=recipe.samples, trained_steps=AGREEMENT_STEPS,
+               backend=jax.default_backend(), matmul_precision=tuning.current().matmul_precision,
+               sr_solve=tuning.current().sr_solve, jacobian_dtype=str(mine["jac"].dtype))
+    out["log_psi_max_abs_diff"] = float(np.max(np.abs(mine["log_psi"] - ref["log_psi"])))
+    out["e_loc_rel_diff"] = rel(mine["e_loc"], ref["e_loc"])
+    out["energy"], out["energy_cpu"] = float(np.mean(mine["e_loc"].real)), float(np.mean(ref["e_loc"].real))
+    out["energy_std_error"] = float(np.std(ref["e_loc"].real) / np.sqrt(len(ref["e_loc"])))
+    out["jacobian_rel_diff"] = rel(mine["jac"], ref["jac"])
+    for method in ("sr", "minsr"):
+        out[f"{method}_direction_rel_diff_same_jacobian"] = rel(mine[method], ref[f"{method}_same"])
+        out[f"{method}_direction_rel_diff_whole_step"] = rel(mine[method], ref[f"{method}_own"])
+    corr_diff = np.abs(np.asarray(corr.mean) - ref["corr_mean"])
+    out["correlations_max_abs_diff"] = float(np.max(corr_diff))
+    out["correlations_max_error_bar"] = float(np.max(ref["corr_error"]))
+    for k, v in out.items():
+        print(f"agreement {k}: {v}", flush=True)
+    return out
 
 
 # --------------------------------------------------------------------------- #
@@ -116,16 +300,16 @@ def is_gpu(backend: str) -> bool:
 # --------------------------------------------------------------------------- #
 
 
-def run_sharding(args, budget_s: float, out_dir: str, plot_path: str | None, gpu: bool) -> dict:
+def run_sharding(args, budget_s: float, out_dir: str, plot_path: str | None, backend: str) -> dict:
     """``jacobian_sharding.py`` in a subprocess; its JSON as this part's result."""
     path = os.path.join(out_dir, "jacobian_sharding.json")
     png = plot_path or os.path.join(out_dir, "jacobian_sharding.png")
     cmd = [sys.executable, os.path.join(HERE, "jacobian_sharding.py"), "--json", path, "--plot", png]
-    if gpu:
-        cmd += ["--platform", "gpu"]
-    else:
-        cmd += ["--platform", "cpu"] + (["--quick", "--devices", "2"] if args.quick else [])
-    startup = 20.0 if gpu else 0.0
+    platform = platform_flag(backend)
+    cmd += ["--platform", platform]
+    if platform == "cpu":
+        cmd += ["--quick", "--devices", "2"] if args.quick else []
+    startup = 20.0 if platform != "cpu" else 0.0
     cmd += ["--deadline-min", f"{max(0.1, (budget_s - startup) / 60 * 0.85):.2f}"]
     out = dict(command=" ".join(os.path.relpath(c) if c.startswith(HERE) else c for c in cmd))
     print(f"$ {out['command']}", flush=True)
@@ -153,9 +337,10 @@ def memory_worker(spec: dict) -> None:
     """In a fresh process: compile the local-energy and Jacobian programs at each chunk,
     then run them in increasing compiled size, reading the device's memory statistics;
     the result file is rewritten after every case (a killed worker leaves what it did)."""
-    import jax
+    from quantax_lite import tuning
 
-    jax.config.update("jax_enable_x64", True)
+    tuning.configure_x64()
+    import jax
     from _common import chunk_sizes, compile_part, timed
     from quantax_lite import Recipe, build
     from quantax_lite.jacobian import make_jacobian
@@ -271,15 +456,18 @@ def memory_table(result: dict) -> list[str]:
 # --------------------------------------------------------------------------- #
 
 
-def run_scale(args, budget_s: float, plot_path: str | None) -> dict:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+def run_scale(args, budget_s: float, plot_path: str | None, peaks: dict | None = None) -> dict:
     import vmc_scale
 
     result = vmc_scale.run(args.scale_lattices, args.scale_hamiltonians, args.scale_symmetries, args.samples,
                            args.repeats, args.scale_row_budget_s, deadline=time.time() + budget_s,
                            square=128 if args.quick else None, quick=args.quick)
+    highest = (peaks or {}).get("float32_highest", {}).get("tflops")
+    if highest:  # the library's products run at "highest" on accelerators: its own peak
+        for row in result.get("rows", []):
+            if row.get("gflops") is not None:
+                row["peak_fraction_highest"] = row["gflops"] / (highest * 1e3)
+        result["peak_highest_tflops"] = highest
     print()
     for line in vmc_scale.format_table(result):
         print(line)
@@ -292,10 +480,16 @@ def run_scale(args, budget_s: float, plot_path: str | None) -> dict:
 def run_w1(args, budget_s: float) -> dict:
     import vmc_step
 
+    from quantax_lite import tuning
+
     deadline = time.time() + budget_s
     rows, last = [], None
     for i in args.w1_rows:
         group, precision, amplitude = W1_CONFIGS[i]
+        if precision == "f64" and not tuning.current().device_float64:
+            rows.append(dict(row=i, group=group, precision=precision, output=amplitude, status="skipped",
+                             reason="no float64 on this backend's device"))
+            continue
         left = deadline - time.time()
         if last is not None and last > left:
             rows.append(dict(row=i, group=group, precision=precision, output=amplitude, status="skipped",
@@ -347,29 +541,39 @@ def main(argv=None):
     if args.memory_worker:
         memory_worker(json.loads(args.memory_worker))
         return 0
+    if args.agreement_reference:
+        agreement_reference(json.loads(args.agreement_reference))
+        return 0
     t_start = time.time()
     backend = detect_backend()
-    gpu = is_gpu(backend)
-    if not gpu and not args.quick and not args.allow_cpu:
-        print(f"gpu_suite: no GPU visible to jax (backend {backend!r}); use --quick for the CPU smoke test or "
-              "--allow-cpu to run the full suite here anyway.", file=sys.stderr)
+    if not is_accelerator(backend) and not args.quick and not args.allow_cpu:
+        print(f"accelerator_suite: no TPU or GPU visible to jax (backend {backend!r}); use --quick for the CPU smoke "
+              "test or --allow-cpu to run the full suite here anyway.", file=sys.stderr)
         return 2
     json_path = output_path(args.quick, args.json)
     stem = os.path.splitext(json_path)[0] if json_path else None
     plots = dict(scale=stem and stem + "_vmc_scale.png", sharding=stem and stem + "_jacobian_sharding.png")
     if json_path:
         os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-    budgets = dict(sharding=args.sharding_budget_s, memory=args.memory_budget_s, scale=args.scale_budget_s,
-                   w1=args.w1_budget_s)
+    budgets = dict(train=args.train_budget_s, sharding=args.sharding_budget_s, memory=args.memory_budget_s,
+                   peaks=args.peaks_budget_s, scale=args.scale_budget_s, w1=args.w1_budget_s,
+                   agreement=args.agreement_budget_s)
     load_start = os.getloadavg()
-    print(f"# gpu_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
+    print(f"# accelerator_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
           f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
-    result = dict(benchmark="gpu_suite", quick=args.quick, backend=backend, budgets=dict(budgets, total=args.total_budget_s),
+    result = dict(benchmark="accelerator_suite", quick=args.quick, backend=backend, budgets=dict(budgets, total=args.total_budget_s),
                   parts={}, load_average_start=load_start)
     todo = [name for name in PART_NAMES if name in args.parts]  # the subprocess parts first
+    import jax
+
     from quantax_lite.utils import limit_blas_threads
 
-    blas = limit_blas_threads()  # as `quantax-lite train` runs (and vmc_scale.py, vmc_step.py)
+    # as the command runs (float64 solve on CPUs only), without opening the device here
+    # before the subprocess parts have run (tuning.configure_x64 would)
+    jax.config.update("jax_enable_x64", not is_accelerator(backend))
+    # as `quantax-lite train` runs (and vmc_scale.py, vmc_step.py); only on CPUs, where asking
+    # jax's backend here cannot take an accelerator from the subprocess parts
+    blas = limit_blas_threads() if backend == "cpu" else None
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(todo):
             left = t_start + args.total_budget_s - time.time()
@@ -383,26 +587,33 @@ def main(argv=None):
                 continue
             t = time.time()
             try:
-                if name == "sharding":
-                    part = run_sharding(args, budget, tmp, plots["sharding"], gpu)
+                if name == "train":
+                    part = run_train(args, budget, tmp)
+                elif name == "sharding":
+                    part = run_sharding(args, budget, tmp, plots["sharding"], backend)
                 elif name == "memory":
                     part = run_memory(args, budget, tmp)
                     print("\n".join(memory_table(part)))
+                elif name == "peaks":
+                    part = run_peaks(args)
                 elif name == "scale":
-                    part = run_scale(args, budget, plots["scale"])
-                else:
+                    part = run_scale(args, budget, plots["scale"], result["parts"].get("peaks"))
+                elif name == "w1":
                     part = run_w1(args, budget)
+                else:
+                    part = run_agreement(args, budget, tmp)
             except Exception as err:  # record it, run the other parts
                 part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
                 print(f"{name}: {part['error']}")
             part["wall_s"] = round(time.time() - t, 1)
             part["budget_s"] = round(budget, 1)
             result["parts"][name] = part
-    blas.restore_original_limits()
+    if blas is not None:
+        blas.restore_original_limits()
     from _common import platform_info
 
     result.update(platform_info(), load_average_end=os.getloadavg(), wall_s=round(time.time() - t_start, 1))
-    print(f"\n# gpu_suite: {result['wall_s']:.0f} s; " + ", ".join(
+    print(f"\n# accelerator_suite: {result['wall_s']:.0f} s; " + ", ".join(
         f"{n} {p.get('wall_s', 0):.0f} s" + (" (error)" if "error" in p else " (skipped)" if "skipped" in p else "")
         for n, p in result["parts"].items()))
     if json_path:
