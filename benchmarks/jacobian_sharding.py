@@ -1047,6 +1047,16 @@ def tpu_unavailable(name: str) -> str | None:
     return None
 
 
+def _library_matmul_precision() -> str | None:
+    """The matrix-product precision the library traces its programs with here."""
+    try:
+        from quantax_lite import tuning
+
+        return str(tuning.current().matmul_precision)
+    except Exception:  # an older or newer tuning module
+        return None
+
+
 def run_tpu(args, spec: dict, json_path: str, t_start: float) -> dict:
     """``--platform tpu``: every case compiled (:func:`tpu_cases`, :func:`compile_cases`),
     then the chip's programs run and timed one at a time (:func:`time_cases`); the result is
@@ -1074,7 +1084,7 @@ def run_tpu(args, spec: dict, json_path: str, t_start: float) -> dict:
     repeat = 20 if args.repeat is None else args.repeat
     result = dict(benchmark="jacobian_sharding", platform="tpu", quick=args.quick, spec=dict(spec, repeat=repeat),
                   hardware=hardware(), jax=jax.__version__, x64=bool(jax.config.jax_enable_x64),
-                  matmul_precision=str(jax.config.jax_default_matmul_precision), deadline_min=deadline_min,
+                  matmul_precision=_library_matmul_precision(), deadline_min=deadline_min,
                   limit_min=limit_min,
                   compile_threads=threads, rows=[], topology_rows=[], errors=[])
 
