@@ -375,15 +375,32 @@ def test_scratch_memory_flat_for_ragged_batches():
 
 
 def test_precompile_mesh_counts_collectives_for_64_devices():
+    """A function GSPMD cannot keep split over the batch: the per-sample gradient of a
+    symmetrized conv net in the lax form (its weight gradient is a convolution over the
+    batch), as in benchmarks/jacobian_sharding.py. Compiled for 64 devices, the GSPMD form
+    (shard_batch False) all-gathers, the shard_map form (shard_batch True) does not."""
+    from quantax_lite import Square, full_symmetry, make_conv_nqs, tuning
+    from quantax_lite.utils import replicated_sharding
+
     mesh = make_precompile_mesh(64)
-    f = jax.vmap(lambda r: jnp.sin(r).sum())
-    x = jax.ShapeDtypeStruct((64 * 16, 8), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec("batch")))
-    for shard_batch in (False, True):
-        F = chunk_map(f, chunk_size=4, use_scan=True, shard_batch=shard_batch, mesh=mesh)
-        lowered = jax.jit(F).trace(x).lower(lowering_platforms=("cuda",))
-        assert "mhlo.num_partitions = 64" in lowered.as_text()
-        compiled = lowered.compile(device_assignment=(jax.devices()[0],) * 64)
-        assert len(ALL_GATHER.findall(compiled.as_text())) == 0
+    lattice = Square(4)
+    gathers = {}
+    with tuning.override(conv_form="lax"):
+        model = make_conv_nqs(lattice, full_symmetry(lattice), channels=2, depth=0)
+        shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, lattice.n_sites), jnp.int8))
+        params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated_sharding(mesh)),
+                              shapes)
+        x = jax.ShapeDtypeStruct((64 * 4, lattice.n_sites), jnp.int8,
+                                 sharding=NamedSharding(mesh, PartitionSpec("batch")))
+        grad = jax.vmap(jax.grad(lambda p, s: model.apply(p, s[None])[0].real), in_axes=(None, 0))
+        for shard_batch in (False, True):
+            F = chunk_map(grad, in_axes=(None, 0), chunk_size=2, use_scan=True, shard_batch=shard_batch, mesh=mesh)
+            lowered = jax.jit(F).trace(params, x).lower(lowering_platforms=("cuda",))
+            assert "mhlo.num_partitions = 64" in lowered.as_text()
+            compiled = lowered.compile(device_assignment=(jax.devices()[0],) * 64)
+            gathers[shard_batch] = len(ALL_GATHER.findall(compiled.as_text()))
+    assert gathers[False] > 0, gathers  # there is something to gather under GSPMD
+    assert gathers[True] == 0, gathers
 
 
 def test_precompile_mesh_errors():
