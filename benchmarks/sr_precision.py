@@ -1,0 +1,101 @@
+"""How many digits the SR / MinSR direction keeps under each backend's precision record.
+
+On one Jacobian of W1 (4x4 Heisenberg, the default network, 1024 samples; the untrained
+state, or after ``--steps`` training steps), the direction of ``sr_direction`` under the
+CPU record (float32 Gram matrix, float64 solve) and under the accelerator record
+(``tuning.for_backend("tpu")``: float32 throughout, Cholesky with 0 to 3 refinement
+steps) against an all-float64 dense solve with NumPy, and against a float32 Cholesky
+whose refinement residual is formed in float64 (what limits the accelerator record).
+On a CPU the accelerator record is emulated exactly (float32 products there are
+float32-accurate, as "highest" products are on a TPU).
+
+    python benchmarks/sr_precision.py [--steps N] [--json PATH]
+
+Prints a table and writes benchmarks/results/sr_precision.json (or ``--json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import jax
+
+jax.config.update("jax_enable_x64", True)  # the float64 references
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy.linalg as sl  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _common import platform_info, step_parts  # noqa: E402
+from quantax_lite import Recipe, build, run, tuning  # noqa: E402
+from quantax_lite.sr import sr_direction  # noqa: E402
+
+SHIFTS = (1e-4, 1e-3)
+
+
+def dense_minsr(o: np.ndarray, e: np.ndarray, shift: float) -> np.ndarray:
+    """MinSR by dense float64 linear algebra (real Jacobian and local energies)."""
+    n = len(e)
+    o_bar = (o - o.mean(0)) / np.sqrt(n)
+    e_bar = (e - e.mean()) / np.sqrt(n)
+    return o_bar.T @ np.linalg.solve(o_bar @ o_bar.T + shift * np.eye(n), e_bar)
+
+
+def float32_cholesky_float64_residual(o: np.ndarray, e: np.ndarray, shift: float, steps: int = 3) -> np.ndarray:
+    """float32 Gram matrix and Cholesky, refinement residuals in float64."""
+    n = len(e)
+    o_bar = (o - o.mean(0)) / np.sqrt(n)
+    e_bar = (e - e.mean()) / np.sqrt(n)
+    o32 = o_bar.astype(np.float32)
+    a32 = o32 @ o32.T + np.float32(shift) * np.eye(n, dtype=np.float32)
+    factor = sl.cholesky(a32, lower=True)
+    y = sl.cho_solve((factor, True), e_bar.astype(np.float32))
+    for _ in range(steps):
+        r = e_bar - a32.astype(np.float64) @ y.astype(np.float64)
+        y = y + sl.cho_solve((factor, True), r.astype(np.float32))
+    return o_bar.T @ y.astype(np.float64)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=0, help="training steps before the Jacobian (default 0)")
+    parser.add_argument("--samples", type=int, default=1024)
+    parser.add_argument("--json", default=os.path.join(HERE, "results", "sr_precision.json"))
+    args = parser.parse_args(argv)
+    r = build(Recipe(lattice="4x4", samples=args.samples))
+    state = r.state
+    if args.steps:
+        state, _ = run(r.vmc, state, args.steps, progress=False)
+    _, values = step_parts(r.vmc, state, args.samples)
+    o, e = np.asarray(values["jac"]), np.real(np.asarray(values["e_loc"]))
+    rows = []
+    for shift in SHIFTS:
+        ref = dense_minsr(o.astype(np.float64), e, shift)
+
+        def error(d):
+            return float(np.linalg.norm(np.asarray(d, np.float64) - ref) / np.linalg.norm(ref))
+
+        row = dict(diag_shift=shift, cpu_record=error(sr_direction(jnp.asarray(o), jnp.asarray(e), diag_shift=shift)),
+                   float32_cholesky_float64_residual=error(float32_cholesky_float64_residual(o, e, shift)))
+        for steps in (0, 1, 2, 3):
+            with tuning.using(tuning.for_backend("tpu")), tuning.override(sr_refinement=steps):
+                d = sr_direction(jnp.asarray(o), jnp.asarray(e, jnp.float32), diag_shift=shift)
+            row[f"accelerator_record_refine_{steps}"] = error(d)
+        rows.append(row)
+        print(f"shift {shift:g}: " + ", ".join(f"{k} {v:.2e}" for k, v in row.items() if k != "diag_shift"))
+    result = dict(benchmark="sr_precision", lattice="4x4", n_samples=args.samples, n_params=int(o.shape[1]),
+                  trained_steps=args.steps, method="minsr", reference="all-float64 dense MinSR (NumPy)",
+                  measure="relative error ||d - d_ref|| / ||d_ref||", rows=rows, **platform_info())
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as fh:
+        json.dump(result, fh, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
