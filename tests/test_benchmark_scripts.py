@@ -232,3 +232,28 @@ def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_p
     json_path.write_text(json.dumps(rows))
     accuracy.main(["--replot", "--json", str(json_path), "--plot", str(tmp_path / "all.png")])
     assert (tmp_path / "all.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- #
+# model_forward.py: its variants are compared on the same samples               #
+# --------------------------------------------------------------------------- #
+
+
+def test_model_forward_quick_compares_variants_on_the_same_samples(tmp_path):
+    """The full (576 images) and merged (16 images) networks, with and without shard_batch,
+    evaluated on the same samples with the same parameters: log psi agrees to rounding."""
+    out = tmp_path / "forward.json"
+    proc = script("model_forward", "--quick", "--grad-samples", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["variant"], r["shard_batch"]) for r in rows} == {
+        (v, sb) for v in ("full", "merged") for sb in (False, True)}
+    compared = 0
+    for batch in sorted({r["batch"] for r in rows}):
+        first, *rest = [r for r in rows if r["batch"] == batch and r.get("time_s") is not None]
+        assert "max_abs_diff_vs_first" not in first
+        for r in rest:
+            assert r["max_abs_diff_vs_first"] < 1e-10, r  # float64 rounding (measured 4e-15)
+            assert r["max_phase_diff_vs_first"] < 1e-10, r
+            compared += r["variant"] == "merged"
+    assert compared >= 2  # the merged network, against the full one, at every batch size
