@@ -257,3 +257,107 @@ def test_model_forward_quick_compares_variants_on_the_same_samples(tmp_path):
             assert r["max_phase_diff_vs_first"] < 1e-10, r
             compared += r["variant"] == "merged"
     assert compared >= 2  # the merged network, against the full one, at every batch size
+
+
+# --------------------------------------------------------------------------- #
+# accuracy.py: energies below the exact one, and where it writes                #
+# --------------------------------------------------------------------------- #
+
+
+def test_accuracy_flags_an_energy_below_exact_as_an_estimator_bug():
+    """Synthetic rows: below the exact energy by more than 3 error bars plus rounding is a
+    bug, never met (abs() of the relative error would call it a success); within them, or
+    above, the target and the time budget decide."""
+    accuracy = load("accuracy")
+    exact, err = -8.0, 1e-3
+
+    def row(energy, energy_error=err, target=1e-3, wall=60.0):
+        return dict(energy=energy, energy_error=energy_error, exact_energy=exact, target=target,
+                    relative_error=abs((energy - exact) / exact), minutes_budget=15, wall_time_s=wall)
+
+    bug = "below exact: estimator bug"
+    assert accuracy.BELOW_EXACT == bug
+    assert accuracy.row_status(row(exact - 4 * err)) == bug  # rel. error 5e-4 < target: abs() would say met
+    assert accuracy.row_status(row(exact - 2.9 * err)) == "met"  # within 3 error bars
+    assert accuracy.row_status(row(exact + 4 * err)) == "met"
+    assert accuracy.row_status(row(exact + 0.01)) == "not met"  # 1.25e-3 > target
+    assert accuracy.row_status(row(exact + err, wall=16 * 60.0)) == "not met"  # over the budget
+    # exact sums: no error bar, only rounding (1e-7 relative) below
+    assert accuracy.row_status(row(exact - 1e-7, energy_error=0.0)) == "met"
+    assert accuracy.row_status(row(exact - 1e-5, energy_error=0.0)) == bug
+    assert accuracy.row_status(row(exact - 1e-5, energy_error=None)) == bug
+
+
+def _fake_train(energy_of):
+    """A stand-in for ``quantax_lite.cli.main``: writes the run folder accuracy.py reads."""
+    def train(argv):
+        out = pathlib.Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        exact = -11.228483208428857
+        energy, error = energy_of(exact)
+        summary = dict(n_sites=16, energy=energy, energy_error=error, exact_energy=exact,
+                       relative_error=abs((energy - exact) / exact), v_score=1e-4, n_params=100, iterations=3)
+        (out / "summary.json").write_text(json.dumps(summary))
+        (out / "log.jsonl").write_text("".join(json.dumps(dict(iteration=k, wall_time_s=float(k), energy=exact + 1 / k))
+                                               + "\n" for k in (1, 2, 3)))
+        return 0
+    return train
+
+
+def _plots_recorded(monkeypatch, accuracy, tmp_path):
+    """accuracy.plot_convergence records the paths it is given and draws only under tmp_path
+    (a broken accuracy.py must not overwrite the committed plot while this test runs)."""
+    drawn, real = [], accuracy.plot_convergence
+
+    def plot(curves, path):
+        drawn.append(str(path))
+        if str(path).startswith(str(tmp_path)):
+            real(curves, path)
+    monkeypatch.setattr(accuracy, "plot_convergence", plot)
+    return drawn
+
+
+def test_accuracy_reports_a_row_below_exact_in_json_and_table(tmp_path, monkeypatch, capsys):
+    import quantax_lite.cli
+
+    accuracy = load("accuracy")
+    monkeypatch.setattr(accuracy, "DEFAULT_JSON", str(tmp_path / "results" / "accuracy.json"))
+    monkeypatch.setattr(quantax_lite.cli, "main", _fake_train(lambda exact: (exact - 5e-3, 1e-4)))
+    drawn = _plots_recorded(monkeypatch, accuracy, tmp_path)
+    out = tmp_path / "elsewhere" / "one.json"
+    accuracy.main(["--only", "heisenberg_4x4", "--out", str(tmp_path / "runs"), "--json", str(out)])
+    (row,) = json.loads(out.read_text())
+    assert row["status"] == "below exact: estimator bug" and row["met"] is False
+    assert row["relative_error"] < 1e-3  # |E - E0| / |E0| alone is within the target
+    printed = capsys.readouterr().out
+    line = next(ln for ln in printed.splitlines() if ln.startswith("heisenberg_4x4 "))
+    assert line.endswith("below exact: estimator bug")
+    # the plot beside the JSON given, never the committed one
+    assert drawn == [str(tmp_path / "elsewhere" / "one.png")]
+    assert (tmp_path / "elsewhere" / "one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "results").exists()
+
+
+def test_accuracy_writes_the_committed_results_only_when_asked(tmp_path, monkeypatch):
+    import quantax_lite.cli
+
+    accuracy = load("accuracy")
+    committed = str(pathlib.Path(accuracy.__file__).parent / "results" / "accuracy")
+    assert accuracy.DEFAULT_JSON == committed + ".json"
+    assert accuracy.output_paths(False, None, None) == (committed + ".json", committed + ".png")
+    assert accuracy.output_paths(False, "x/a.json", None) == ("x/a.json", "x/a.png")
+    assert accuracy.output_paths(True, None, None) == (None, None)
+    assert accuracy.output_paths(True, "x/a.json", "y.png") == ("x/a.json", "y.png")
+
+    monkeypatch.setattr(accuracy, "DEFAULT_JSON", str(tmp_path / "results" / "accuracy.json"))
+    monkeypatch.setattr(quantax_lite.cli, "main", _fake_train(lambda exact: (exact + 1e-5, 1e-5)))
+    drawn = _plots_recorded(monkeypatch, accuracy, tmp_path)
+    run = ["--only", "heisenberg_4x4", "--out", str(tmp_path / "runs")]
+    accuracy.main(run + ["--quick"])  # a quick run writes nothing
+    assert drawn == [] and not (tmp_path / "results").exists()
+    accuracy.main(run + ["--json", str(tmp_path / "a.json"), "--plot", str(tmp_path / "b.png")])
+    assert drawn == [str(tmp_path / "b.png")] and not (tmp_path / "results").exists()
+    assert json.loads((tmp_path / "a.json").read_text())[0]["status"] == "met"
+    accuracy.main(run)  # a full run without --json: the (here stand-in) results, JSON and plot
+    assert drawn[-1] == str(tmp_path / "results" / "accuracy.png")
+    assert json.loads((tmp_path / "results" / "accuracy.json").read_text())[0]["met"] is True
