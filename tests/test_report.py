@@ -140,22 +140,100 @@ def _observables(q, mean, error, r, distance, c_mean):
             "staggered_magnetization_sq": {"mean": 0.1, "error": 0.01}}
 
 
-def test_write_observables_strict_json_and_plots(tmp_path, rng):
-    # a 4x4 grid of momenta, a chain, and momenta that form no grid
+def _saved_figures(monkeypatch):
+    """Every Figure saved from now on, as ``(file name, figure)``; the file is still written."""
+    import matplotlib.figure
+
+    saved, real = [], matplotlib.figure.Figure.savefig
+
+    def savefig(self, path, **kw):
+        saved.append((os.path.basename(str(path)), self))
+        return real(self, path, **kw)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    return saved
+
+
+def _errorbar_data(ax):
+    """(x, y, half-lengths of the y error bars) of the one errorbar plot on ``ax``."""
+    (c,) = ax.containers
+    x, y = (np.asarray(v, float) for v in c.lines[0].get_data())
+    (bars,) = c.lines[2]
+    half = np.array([abs(seg[1][1] - seg[0][1]) / 2 for seg in bars.get_segments()])
+    return x, y, half
+
+
+def _check_correlations(fig, obs, title):
+    """correlations.png draws C(r) against |r| (r != 0) below and the staggered C(r), where
+    positive, above on a log scale, with m² as a line."""
+    cr = obs["correlation_vs_distance"]
+    d, mean, err = (np.asarray(cr[k], float) for k in ("distance", "mean", "error"))
+    sign = np.array([(-1.0) ** int(round(sum(np.atleast_1d(r)))) for r in cr["r"]])
+    top, ax = fig.get_axes()
+    x, y, half = _errorbar_data(ax)
+    keep = d > 0
+    np.testing.assert_allclose(x, d[keep])
+    np.testing.assert_allclose(y, mean[keep])
+    np.testing.assert_allclose(half, err[keep])
+    pos = keep & (sign * mean > 0)
+    x, y, _ = _errorbar_data(top)
+    np.testing.assert_allclose(x, d[pos])
+    np.testing.assert_allclose(y, (sign * mean)[pos])
+    assert top.get_yscale() == "log" and top.get_title() == title
+    m2 = obs["staggered_magnetization_sq"]["mean"]
+    (line,) = [ln for ln in top.get_lines() if ln.get_label().startswith("m²")]
+    np.testing.assert_allclose(line.get_ydata(), [m2, m2])
+    assert line.get_label() == f"m² = {m2:.4f}"
+    assert ax.get_xlabel().startswith("distance |r|") and ax.get_ylabel().startswith("C(r) = ⟨S_0·S_r⟩")
+    assert top.get_ylabel() == "(−1)^(r_x+r_y) C(r)"
+
+
+def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
+    """observables.json is the dict; the plots draw its values: S(q) as a heat map over a
+    grid of momenta, a curve along a chain, points elsewhere; C(r) against the distance."""
+    saved = _saved_figures(monkeypatch)
+    # a 4x4 grid of momenta, a chain (given out of order), and momenta that form no grid
     ks = 2 * np.pi * np.arange(-1, 3) / 4
     grid = [[float(a), float(b)] for a in ks for b in ks]
-    r = [[0, 1], [1, 0], [1, 1], [0, 2]]
-    cases = [(grid, 16), ([[float(k)] for k in ks], 4), ([[0.0, 0.0], [1.0, 0.5], [2.0, 1.5]], 3)]
-    for i, (q, nq) in enumerate(cases):
-        out = tmp_path / f"case{i}"
+    r = [[0, 1], [1, 0], [1, 1], [0, 2], [1, 2]]
+    cases = [("grid", grid), ("chain", [[float(k)] for k in ks[[2, 0, 3, 1]]]),
+             ("points", [[0.0, 0.0], [1.0, 0.5], [2.0, 1.5]])]
+    for kind, q in cases:
+        out = tmp_path / kind
         out.mkdir()
-        obs = _observables(q, list(rng.uniform(0, 2, nq)), [0.01] * nq, r, [1.0, 1.0, 1.414, 2.0],
-                           [-0.3, -0.3, 0.2, 0.15])
+        nq = len(q)
+        mean, error = rng.uniform(0, 2, nq), rng.uniform(0.01, 0.05, nq)
+        obs = _observables(q, list(mean), list(error), r, [1.0, 1.0, 1.414, 2.0, 2.236],
+                           [-0.3, -0.3, 0.2, 0.15, 0.1])
+        saved.clear()
         paths = write_observables(str(out), obs, "t")
         assert [os.path.basename(p) for p in paths] == ["observables.json", "structure_factor.png",
                                                          "correlations.png"]
         assert json.loads((out / "observables.json").read_text()) == obs
-        assert all(os.path.getsize(p) > 1000 for p in paths[1:])
+        assert all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in paths[1:])
+        assert [name for name, _ in saved] == ["structure_factor.png", "correlations.png"]
+        sf, corr = saved[0][1], saved[1][1]
+        _check_correlations(corr, obs, "t")
+        ax = sf.get_axes()[0]
+        q = np.asarray(q)
+        if kind == "chain":  # S(q) with error bars, in the order of q
+            order = np.argsort(q[:, 0])
+            x, y, half = _errorbar_data(ax)
+            np.testing.assert_allclose(x, q[order, 0])
+            np.testing.assert_allclose(y, mean[order])
+            np.testing.assert_allclose(half, error[order])
+            assert ax.get_title() == "t" and ax.get_xlabel() == "q (along the chain)" and ax.get_ylabel() == "S(q)"
+            continue
+        k = int(np.argmax(mean))
+        assert ax.get_title() == (f"t\nmax S(q) = {mean[k]:.3f} ± {error[k]:.3f} at q = "
+                                  f"({q[k, 0]:.3f}, {q[k, 1]:.3f})")
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("q_x", "q_y")
+        assert sf.get_axes()[1].get_ylabel() == "S(q)"  # the colour bar
+        (shown,) = [c for c in ax.collections if c.get_array() is not None]
+        if kind == "grid":  # one cell per momentum (placement: the heat-map test below)
+            np.testing.assert_allclose(np.sort(np.ravel(shown.get_array())), np.sort(mean))
+        else:  # one point per momentum, at its q, coloured by its S(q)
+            np.testing.assert_allclose(shown.get_offsets(), q)
+            np.testing.assert_allclose(shown.get_array(), mean)
     # a non-finite value: nothing written
     out = tmp_path / "bad"
     out.mkdir()
@@ -189,7 +267,13 @@ def test_write_json_refuses_non_finite(tmp_path):
     assert json.loads(open(path).read()) == {"a": 1.0} and os.listdir(tmp_path) == ["x.json"]
 
 
-def test_correlation_plot(tmp_path):
-    obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2]], [0.0, 1.0, 2.0], [0.75, -0.4, 0.2])
-    plot_correlations(str(tmp_path / "c.png"), obs, "t")
-    assert os.path.getsize(tmp_path / "c.png") > 1000
+def test_correlation_plot(tmp_path, monkeypatch):
+    """A chain: C(0) left out, the staggered values drawn where positive (r = 3 is not)."""
+    saved = _saved_figures(monkeypatch)
+    obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2], [3]], [0.0, 1.0, 2.0, 3.0], [0.75, -0.4, 0.2, 0.1])
+    plot_correlations(str(tmp_path / "c.png"), obs, "chain")
+    ((name, fig),) = saved
+    assert name == "c.png" and (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _check_correlations(fig, obs, "chain")
+    top = fig.get_axes()[0]
+    np.testing.assert_allclose(_errorbar_data(top)[1], [0.4, 0.2])  # 0.4, 0.2; -0.1 (r = 3) left out
