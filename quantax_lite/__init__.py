@@ -25,7 +25,9 @@ The public API, by topic (each lives in a small module of its own):
   :func:`measure` (:mod:`quantax_lite.observables`)
 - optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, and
   :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
-  not re-exported here, where ``quantax_lite.sr`` is the SR module)
+  not re-exported here, where ``quantax_lite.sr`` is the SR module; likewise
+  ``quantax_lite.natural_gradient`` here is the function, the module of the same name
+  is ``sys.modules["quantax_lite.natural_gradient"]``)
 - the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices),
   :func:`load_run` (a command-line run rebuilt from its folder); :func:`save_params`,
   :func:`load_params` (a trained wavefunction on disk)
@@ -49,7 +51,8 @@ from .sampler import FullSumSampler
 from .preconditioners import Preconditioner
 from .recipes import LoadedRun, Recipe, build, load_run
 from .recipes import switch_stage
-from .sr import natural_gradient, sr_direction
+from .natural_gradient import natural_gradient
+from .sr import sr_direction
 from .stats import Stats, exact_statistics, statistics
 from .spin_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
 from .observables import (
@@ -61,9 +64,8 @@ from .symmetry import little_group, rotation_characters
 from .utils import chunk_map, make_mesh, make_precompile_mesh
 from .run_folder import RunFolderBusy, lock_run_folder
 from .wavefunction_io import load_params, save_params
-from .vmc import (
-    VMC, ChunkSizes, Diverged, VMCState, energy_estimate, load_checkpoint, load_latest_checkpoint, run, save_checkpoint,
-)
+from .checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
+from .vmc import VMC, ChunkSizes, Diverged, VMCState, energy_estimate, run
 
 __version__ = "0.1.0"
 

@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_measure_parser(subparsers) -> None:
-    from .recipes import _int_or_auto, _number
+    from .recipes import int_or_auto, int_or_float
 
     m = subparsers.add_parser(
         "measure", help="measure the observables of a trained run (spin correlations, structure factor, ...)",
@@ -107,9 +107,9 @@ def _add_measure_parser(subparsers) -> None:
     m.add_argument("--samples", type=int, help="fresh samples, drawn in blocks of the run's samples per step "
                    "(default: the run's --eval-samples)")
     m.add_argument("--seed", type=int, default=0, help="PRNG seed of the fresh chains (default: 0)")
-    m.add_argument("--chunk-size", type=_int_or_auto, default="auto", help="samples per device per chunk of "
+    m.add_argument("--chunk-size", type=int_or_auto, default="auto", help="samples per device per chunk of "
                    "the network evaluations, to bound memory; auto: the library's (default: auto)")
-    m.add_argument("--memory-budget", type=_number, help="memory per device for chunk-size auto, as in train "
+    m.add_argument("--memory-budget", type=int_or_float, help="memory per device for chunk-size auto, as in train "
                    "(default: the device's memory)")
     m.add_argument("--no-dimers", dest="dimers", action="store_false", help="leave out the dimer correlations "
                    "(N_bonds^2 network evaluations per sample and axis)")
@@ -201,7 +201,8 @@ def _train(args, recipe, out, config, main) -> dict:
     from .report import finish_run, format_table, summary_of, zero_variance_of_run
     from .report import write_observables
     from .stats import statistics
-    from .vmc import Diverged, energy_estimate, load_latest_checkpoint
+    from .checkpoint import load_latest_checkpoint
+    from .vmc import Diverged, energy_estimate
 
     r = _usage(build, recipe)
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)

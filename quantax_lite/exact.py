@@ -86,7 +86,7 @@ def resolve_total_sz(hamiltonian: SpinHamiltonian, total_sz):
     return sector
 
 
-def _image_indices(perms: np.ndarray, flips: np.ndarray, states: np.ndarray) -> np.ndarray:
+def image_indices(perms: np.ndarray, flips: np.ndarray, states: np.ndarray) -> np.ndarray:
     """``(G, n)`` int: row index of ``g s_a`` in the basis, for every element and basis state."""
     states = np.asarray(states)
     n_sites = states.shape[1]
@@ -123,7 +123,7 @@ def symmetry_matrix(symmetry: Symmetry, g: int, states) -> sp.csr_matrix:
     states = np.asarray(states)
     if not 0 <= g < symmetry.n_elements:
         raise ValueError(f"g: expected an element index in [0, {symmetry.n_elements}), got {g}")
-    idx = _image_indices(symmetry.perms[g : g + 1], symmetry.flips[g : g + 1], states)[0]
+    idx = image_indices(symmetry.perms[g : g + 1], symmetry.flips[g : g + 1], states)[0]
     n = len(states)
     return sp.csr_matrix((np.ones(n), (np.arange(n), idx)), shape=(n, n))
 
@@ -144,7 +144,7 @@ def sector_projector(symmetry: Symmetry, states) -> sp.csr_matrix:
 
     Its range holds exactly the states with ``psi(g s) = psi(s) / chi_g`` for every ``g``.
     """
-    idx = _image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
+    idx = image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
     return _projector_from_indices(symmetry.characters, idx)
 
 
@@ -155,7 +155,7 @@ def sector_basis(symmetry: Symmetry, states) -> sp.csc_matrix:
     orbit of the group (orbits whose projection vanishes are left out), so ``m`` is the
     sector dimension.
     """
-    idx = _image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
+    idx = image_indices(symmetry.perms, symmetry.flips, np.asarray(states))
     reps = np.unique(idx.min(axis=0))
     Q = _projector_from_indices(symmetry.characters, idx)[:, reps].tocsc()
     norms = np.sqrt(np.asarray(abs(Q).power(2).sum(axis=0)).ravel())

@@ -33,7 +33,7 @@ import numpy as np
 from . import tuning
 from ._validate import positive_int
 from .lattice import Lattice
-from .operators import SpinHamiltonian, _check_samples, _hamiltonian_sizes, make_local_energy
+from .operators import SpinHamiltonian, check_samples, hamiltonian_sizes, make_local_energy
 from .sampler import per_chain
 from .stats import Stats, statistics
 from .utils import chunk_map
@@ -61,7 +61,7 @@ SCHEMA = "quantax_lite.observables/1"
 
 # ----------------------------------------------------------------------------- checks
 def _samples(samples, n_sites: int):
-    samples = _check_samples(samples, n_sites)
+    samples = check_samples(samples, n_sites)
     if samples.shape[0] < 1:
         raise ValueError(f"samples: expected at least one sample, got shape {tuple(samples.shape)}")
     if isinstance(samples, jax.Array):
@@ -224,7 +224,7 @@ def expect(
     fluctuations of ``Im O_loc``, whose mean is 0, and so covers the exact value more often
     than 68% of the time).
     """
-    n_sites, _ = _hamiltonian_sizes(operator)
+    n_sites, _ = hamiltonian_sizes(operator)
     samples = _samples(samples, n_sites)
     n = samples.shape[0]
     n_chains = _chains(n_chains, n)
@@ -831,7 +831,7 @@ def measure(
         "lattice": {"shape": list(lattice.shape), "pbc": bool(lattice.pbc), "name": lattice.name},
     }
     if hamiltonian is not None:
-        h_sites, _ = _hamiltonian_sizes(hamiltonian)
+        h_sites, _ = hamiltonian_sizes(hamiltonian)
         if h_sites != n_sites:
             raise ValueError(f"hamiltonian: acts on {h_sites} sites, the lattice has {n_sites}")
         e_loc = _host(_local_values(log_psi, params, samples, hamiltonian, chunk_size, mesh, lp))

@@ -115,7 +115,7 @@ def _check_configurations(s, n_sites: int, name: str = "s"):
     return s
 
 
-def _check_samples(samples, n_sites: int, log_psi_samples=None):
+def check_samples(samples, n_sites: int, log_psi_samples=None):
     """The checks of a local-energy call: ``samples`` (batch, n_sites) of +-1 and the shape
     of ``log_psi_samples``. Values only for concrete arrays."""
     if not hasattr(samples, "shape") or not hasattr(samples, "dtype"):
@@ -177,7 +177,7 @@ class _NSites:
         return lattice.n_sites
 
 
-def _hamiltonian_sizes(hamiltonian) -> tuple[int, int]:
+def hamiltonian_sizes(hamiltonian) -> tuple[int, int]:
     """``(n_sites, max_conn)`` of a Hamiltonian, checked (TypeError/ValueError naming it)."""
     if not isinstance(hamiltonian, SpinHamiltonian):
         raise TypeError(f"hamiltonian: expected a SpinHamiltonian, got {type(hamiltonian).__name__}")
@@ -205,7 +205,7 @@ def _check_connected(hamiltonian, batch_shape, s_conn, mels):
         )
 
 
-def _basis(states, n_sites: int):
+def sparse_basis(states, n_sites: int):
     """A checked basis: ``(states int8 (n, n_sites), codes, order, sorted_codes)``."""
     states = validate_states(np.asarray(states), n_sites, name="states")
     if states.ndim != 2:
@@ -218,7 +218,7 @@ def _basis(states, n_sites: int):
     return states, codes, order, sorted_codes
 
 
-def _columns(target, order, sorted_codes):
+def basis_columns(target, order, sorted_codes):
     """Basis rows of the configurations with codes ``target``; ValueError when one is absent."""
     n = len(sorted_codes)
     if len(target) == 0:
@@ -232,7 +232,8 @@ def _columns(target, order, sorted_codes):
     return order[pos]
 
 
-def _coo(rows, cols, vals, n) -> sp.csr_matrix:
+def csr_from_blocks(rows, cols, vals, n) -> sp.csr_matrix:
+    """The n x n sparse matrix (CSR) of lists of row, column and value blocks; duplicates summed."""
     vals = np.concatenate(vals) if vals else np.zeros(0)
     dtype = np.complex128 if np.iscomplexobj(vals) else np.float64
     H = sp.coo_matrix(
@@ -310,8 +311,8 @@ class SpinHamiltonian:
         Generic: ``connected`` (jitted) on blocks of the basis, every nonzero element
         mapped to its basis row by the configuration's code.
         """
-        n_sites, max_conn = _hamiltonian_sizes(self)
-        states, codes, order, sorted_codes = _basis(states, n_sites)
+        n_sites, max_conn = hamiltonian_sizes(self)
+        states, codes, order, sorted_codes = sparse_basis(states, n_sites)
         n = len(states)
         block = max(1, min(n, _SPARSE_BLOCK_ENTRIES // (max_conn * n_sites)))
         connected = jax.jit(self.connected)
@@ -326,9 +327,9 @@ class SpinHamiltonian:
             s_conn, mels = np.asarray(s_conn)[:b], np.asarray(mels)[:b]
             r, k = np.nonzero(mels)
             rows.append(start + r)
-            cols.append(_columns(states_to_codes(s_conn[r, k]), order, sorted_codes))
+            cols.append(basis_columns(states_to_codes(s_conn[r, k]), order, sorted_codes))
             vals.append(mels[r, k])
-        return _coo(rows, cols, vals, n)
+        return csr_from_blocks(rows, cols, vals, n)
 
     def to_dense(self, states) -> np.ndarray:
         """Dense ``(n, n)`` float64 matrix in the basis ``states``."""
@@ -490,7 +491,7 @@ class BondHamiltonian(SpinHamiltonian):
         the basis (e.g. the Ising field in a fixed-Sz sector). Vectorized over the terms
         (same matrix as :meth:`SpinHamiltonian.to_sparse`).
         """
-        states, codes, order, sorted_codes = _basis(states, self.n_sites)
+        states, codes, order, sorted_codes = sparse_basis(states, self.n_sites)
         t = self.terms
         n = states.shape[0]
         s64 = states.astype(np.int64)
@@ -506,9 +507,9 @@ class BondHamiltonian(SpinHamiltonian):
             mel = np.where(aligned, t.amp_aligned, t.amp_anti)
             r, m = np.nonzero(mel)
             rows.append(r)
-            cols.append(_columns(codes[r] ^ masks[m], order, sorted_codes))
+            cols.append(basis_columns(codes[r] ^ masks[m], order, sorted_codes))
             vals.append(mel[r, m])
-        return _coo(rows, cols, vals, n)
+        return csr_from_blocks(rows, cols, vals, n)
 
 @dataclasses.dataclass(frozen=True)
 class Heisenberg(BondHamiltonian):
@@ -783,7 +784,7 @@ def make_local_energy(
     """
     from .utils import chunk_map
 
-    n_sites, max_conn = _hamiltonian_sizes(hamiltonian)
+    n_sites, max_conn = hamiltonian_sizes(hamiltonian)
     choices = tuning.current()
     pack = bool(choices.pack_local_energy) and max_conn > 1 and bool(hamiltonian.mels_can_vanish)
     if pack:
@@ -804,7 +805,7 @@ def make_local_energy(
 
     def energy(params, samples, log_psi_samples=None):
         # shapes (and, for concrete arrays, values) of the samples; inside jit at trace time only
-        samples = _check_samples(samples, n_sites, log_psi_samples)
+        samples = check_samples(samples, n_sites, log_psi_samples)
         if log_psi_samples is None:
             return without_lp(params, samples)
         return with_lp(params, samples, log_psi_samples)
@@ -816,7 +817,7 @@ def make_local_energy(
     @functools.wraps(energy)
     def checked(params, samples, log_psi_samples=None):
         # the values of concrete samples are checked here, before the compiled call
-        samples = _check_samples(samples, n_sites, log_psi_samples)
+        samples = check_samples(samples, n_sites, log_psi_samples)
         return compiled(params, samples, log_psi_samples)
 
     checked.lower = compiled.lower
@@ -853,8 +854,8 @@ def local_energy(
     speed choices of :func:`quantax_lite.tuning.current`, see :func:`make_local_energy`);
     in a loop use :func:`make_local_energy` once and call its result.
     """
-    n_sites, _ = _hamiltonian_sizes(hamiltonian)
-    samples = _check_samples(samples, n_sites, log_psi_samples)
+    n_sites, _ = hamiltonian_sizes(hamiltonian)
+    samples = check_samples(samples, n_sites, log_psi_samples)
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size <= 0
     ):

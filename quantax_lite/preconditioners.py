@@ -46,7 +46,7 @@ Writing one (a diagonally scaled gradient, ``F_k / (S_kk + eps)``)::
 Provided: :func:`sr` (SR / MinSR), :func:`spring` (a memory of the last direction
 around another preconditioner) and :func:`gradient` (plain gradient descent).
 Their hyperparameters are number leaves of the ``Preconditioner`` pytree (traced by
-:func:`quantax_lite.sr.natural_gradient`) or schedules, callables of ``step``
+:func:`quantax_lite.natural_gradient.natural_gradient`) or schedules, callables of ``step``
 evaluated inside jit (e.g. optax schedules): neither is baked into a compiled
 program as a constant there, so changing it does not recompile.
 """
@@ -63,9 +63,9 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from quantax_lite import tuning
-from quantax_lite.sr import (
-    _METHODS, _axis_name, _block_rows, _blocked_concat, _blocked_sum, check_weights, sr_direction,
-)
+from quantax_lite._blocked import axis_name, block_rows, blocked_concat, blocked_sum
+from quantax_lite.sr import METHODS, check_weights, sr_direction
+from quantax_lite.utils.mesh import make_mesh, mesh_size
 
 __all__ = ["Preconditioner", "SpringState", "gradient", "spring", "sr"]
 
@@ -115,13 +115,11 @@ def _over_rows(local, jac, vec, mesh, *, vec_rows: bool, out_rows: bool):
     ``vec_rows``: ``vec`` is per sample (sharded like ``jac``), else replicated.
     ``out_rows``: the result is per sample, else a sum over devices (psum).
     Without a multi-device mesh that divides N, ``local`` runs on the whole array."""
-    from quantax_lite.utils.mesh import make_mesh, mesh_size
-
     mesh = make_mesh() if mesh is None else mesh
     n_dev = mesh_size(mesh)
     if n_dev == 1 or jac.shape[0] % n_dev:
         return local(jac, vec)
-    axis = _axis_name(mesh)
+    axis = axis_name(mesh)
     row, rep = PartitionSpec(axis), PartitionSpec()
 
     def kernel(j, v):
@@ -138,13 +136,13 @@ def _jac_times(jac, v, mesh):
     """``jac @ v`` (N,), each block of rows converted to float64 (complex128) first."""
     cdt = _wide(jac.dtype)
     out_dt = jnp.result_type(cdt, v.dtype)
-    block = _block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
+    block = block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
 
     def local(j, v):
         def rows(start, size):
             return lax.dynamic_slice_in_dim(j, start, size, 0).astype(cdt) @ v.astype(out_dt)
 
-        return _blocked_concat(rows, j.shape[0], block, out_dt)
+        return blocked_concat(rows, j.shape[0], block, out_dt)
 
     return _over_rows(local, jac, v, mesh, vec_rows=False, out_rows=True)
 
@@ -153,14 +151,14 @@ def _jac_h_times(jac, u, mesh):
     """``jac^H @ u`` (P,) accumulated in float64 (complex128), block by block of rows."""
     cdt = _wide(jac.dtype)
     out_dt = jnp.result_type(cdt, u.dtype)
-    block = _block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
+    block = block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
 
     def local(j, u):
         def rows(start, size):
             jb = lax.dynamic_slice_in_dim(j, start, size, 0).astype(cdt)
             return jb.conj().T @ lax.dynamic_slice_in_dim(u, start, size, 0).astype(out_dt)
 
-        return _blocked_sum(rows, j.shape[0], block)
+        return blocked_sum(rows, j.shape[0], block)
 
     return _over_rows(local, jac, u, mesh, vec_rows=True, out_rows=False)
 
@@ -225,8 +223,8 @@ def sr(diag_shift=1e-4, diag_scale=0.0, method: str = "auto", rcond: float = 1e-
     """
     shift, shift_schedule = _check_hyper("diag_shift", diag_shift)
     scale, scale_schedule = _check_hyper("diag_scale", diag_scale)
-    if method not in _METHODS:
-        raise ValueError(f"method: expected one of {_METHODS}, got {method!r}.")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}.")
     if isinstance(rcond, (bool, np.bool_)) or not isinstance(rcond, (int, float, np.integer, np.floating)) \
             or not 0 <= rcond < 1:
         raise ValueError(f"rcond: expected a number in [0, 1), got {rcond!r}.")

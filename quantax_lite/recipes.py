@@ -140,7 +140,7 @@ def _momentum(text: str):
         raise argparse.ArgumentTypeError(f"expected integers m1,m2 (k = m1 b1/L1 + m2 b2/L2), got {text!r}") from None
 
 
-def _int_or_auto(text: str):
+def int_or_auto(text: str):
     """Command-line form of ``chunk_size``: 'auto' or an int (checked by the recipe)."""
     if text.strip() == "auto":
         return "auto"
@@ -150,7 +150,7 @@ def _int_or_auto(text: str):
         raise argparse.ArgumentTypeError(f"expected a positive int or 'auto', got {text!r}") from None
 
 
-def _number(text: str):
+def int_or_float(text: str):
     """Command-line form of ``memory_budget``: an int or a float (checked by the recipe)."""
     try:
         return int(text)
@@ -261,10 +261,10 @@ class Recipe:
     sweep_size: int | None = _field(None, int, "optimization", "Metropolis proposals per chain between samples "
                                     "(default: n_sites/2 exchanges of anti-aligned pairs for Sz-conserving "
                                     "models, n_sites flips otherwise)")
-    chunk_size: int | str = _field("auto", _int_or_auto, "optimization", "samples per device per chunk of local "
+    chunk_size: int | str = _field("auto", int_or_auto, "optimization", "samples per device per chunk of local "
                                    "energies and Jacobians, to bound memory; auto: the library's chunks, each at "
                                    "most the largest whose compiled program fits --memory-budget")
-    memory_budget: float | None = _field(None, _number, "optimization", "memory per device for chunk-size auto: "
+    memory_budget: float | None = _field(None, int_or_float, "optimization", "memory per device for chunk-size auto: "
                                          "bytes (a number > 1, e.g. 8e9) or a fraction of the device's memory "
                                          "(<= 1, e.g. 0.5) (default: the device's memory: a GPU's memory pool, "
                                          "or the host's memory shared by its CPU devices)")
@@ -892,12 +892,11 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
     be continued or measured on another machine). ``ValueError`` naming ``out_dir`` when the
     folder holds no readable checkpoint, or one without a recipe (written by
     :func:`quantax_lite.vmc.run` directly: rebuild its driver and call
-    :func:`~quantax_lite.vmc.load_latest_checkpoint`).
+    :func:`~quantax_lite.checkpoint.load_latest_checkpoint`).
     """
     import os
 
-    from .run_folder import list_checkpoints
-    from .vmc import newest_readable_checkpoint
+    from .checkpoint import list_checkpoints, newest_readable_checkpoint
 
     out_dir = os.fspath(out_dir)
     if not os.path.isdir(out_dir):
@@ -912,7 +911,7 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
     config = metadata.get("config")
     if not isinstance(config, dict) or "lattice" not in config:
         raise ValueError(f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
-                         "rebuild its driver and use vmc.load_latest_checkpoint.")
+                         "rebuild its driver and use checkpoint.load_latest_checkpoint.")
     names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
     fields = {**FIELDS_OF_EARLIER_RUNS, **{k: v for k, v in config.items() if k in names}}
     recipe = Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget)
@@ -936,7 +935,7 @@ def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
     stage (:meth:`Recipe.symmetry_at` its iteration), its state carried over by
     :func:`switch_stage`.
     """
-    from .vmc import load_latest_checkpoint
+    from .checkpoint import load_latest_checkpoint
 
     recipe = recipe_of_run(out_dir, chunk_size=chunk_size, memory_budget=memory_budget)[0]
     r = build(recipe)

@@ -2,7 +2,8 @@
 
 A run folder holds ``log.jsonl`` (one JSON object per step), the last few
 checkpoints ``checkpoint-<iteration>.npz`` (each written atomically by
-:func:`quantax_lite.vmc.save_checkpoint`) and, written by the command,
+:func:`quantax_lite.checkpoint.save_checkpoint`; their names, listing and pruning are
+:mod:`quantax_lite.checkpoint`'s, re-exported here) and, written by the command,
 ``summary.json`` and ``energy.png``. Only one process may write to it at a
 time: :func:`lock_run_folder` takes an exclusive ``flock`` on ``.lock`` in the
 folder, which the operating system releases when its process ends, however it
@@ -18,9 +19,15 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import warnings
 from typing import Iterator
+
+from .checkpoint import (  # the checkpoints' names, listing and pruning, re-exported
+    LEGACY_CHECKPOINT, checkpoint_path, list_checkpoints, newest_readable_checkpoint, prune_checkpoints,
+)
+from .utils.files import atomic_write
 
 __all__ = [
     "RunFolderBusy",
@@ -34,12 +41,14 @@ __all__ = [
     "append_log",
     "atomic_write",
     "RUN_FILES",
+    "clear_run",
+    "holds_run",
+    "check_writable",
+    "prepare_run_folder",
 ]
 
 LOCK_NAME = ".lock"
 LOG_NAME = "log.jsonl"
-_CKPT = re.compile(r"checkpoint-(\d+)\.npz")
-LEGACY_CHECKPOINT = "checkpoint.npz"  # the single checkpoint of runs made before rotation
 # Files that make a folder hold a run (``checkpoint-*.npz`` too).
 RUN_FILES = (LOG_NAME, LEGACY_CHECKPOINT, "summary.json", "energy.png")
 
@@ -88,30 +97,8 @@ def lock_run_folder(out_dir: str | os.PathLike) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- #
-# checkpoints                                                                  #
+# temporaries                                                                  #
 # --------------------------------------------------------------------------- #
-
-
-def checkpoint_path(out_dir: str | os.PathLike, iteration: int) -> str:
-    """``out_dir/checkpoint-<iteration, 8 digits>.npz``."""
-    return os.path.join(os.fspath(out_dir), f"checkpoint-{int(iteration):08d}.npz")
-
-
-def list_checkpoints(out_dir: str | os.PathLike) -> list[str]:
-    """The folder's checkpoints, newest first (a legacy ``checkpoint.npz`` last)."""
-    out_dir = os.fspath(out_dir)
-    if not os.path.isdir(out_dir):
-        return []
-    found = []
-    for name in os.listdir(out_dir):
-        m = _CKPT.fullmatch(name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(out_dir, name)))
-    paths = [p for _, p in sorted(found, reverse=True)]
-    legacy = os.path.join(out_dir, LEGACY_CHECKPOINT)
-    if os.path.exists(legacy):
-        paths.append(legacy)
-    return paths
 
 
 def remove_temporaries(out_dir: str | os.PathLike) -> None:
@@ -122,19 +109,6 @@ def remove_temporaries(out_dir: str | os.PathLike) -> None:
         if re.fullmatch(r".+\.tmp-\d+", name):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(out_dir, name))
-
-
-def prune_checkpoints(out_dir: str | os.PathLike, keep: int) -> None:
-    """Delete all but the newest ``keep`` numbered checkpoints (and a legacy one once
-    a numbered one exists)."""
-    paths = list_checkpoints(out_dir)
-    numbered = [p for p in paths if _CKPT.fullmatch(os.path.basename(p))]
-    doomed = numbered[keep:]
-    if numbered and len(paths) > len(numbered):
-        doomed.append(paths[-1])
-    for p in doomed:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(p)
 
 
 # --------------------------------------------------------------------------- #
@@ -168,25 +142,6 @@ def read_log(path: str | os.PathLike) -> list[dict]:
             raise ValueError(f"{path}: line {i + 1} is not a log record: {line[:60]!r}") from None
         records.append(rec)
     return records
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w"):
-    """Open ``path.tmp-<pid>`` for writing (``mode`` "w" or "wb"); on leaving the block it
-    is flushed to disk and renamed over ``path``, so ``path`` holds either its old or its
-    whole new content. An exception in the block removes the temporary file and leaves
-    ``path`` untouched."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _write_lines(path: str, records: list[dict]) -> None:
@@ -235,6 +190,19 @@ def holds_run(out_dir: str | os.PathLike) -> bool:
     return bool(list_checkpoints(out_dir)) or any(os.path.exists(os.path.join(out_dir, f)) for f in RUN_FILES)
 
 
+def clear_run(out_dir: str | os.PathLike) -> None:
+    """Delete a run's files from its folder (log, checkpoints, summary, plot); other files stay."""
+    out_dir = os.fspath(out_dir)
+    for path in list_checkpoints(out_dir):
+        os.remove(path)
+    for name in RUN_FILES:
+        path = os.path.join(out_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
 def prepare_run_folder(out_dir, *, resume: bool, restart: bool, config: dict, earlier: dict | None = None) -> None:
     """Check that ``out_dir`` suits the run about to start (the caller holds its lock).
 
@@ -244,8 +212,6 @@ def prepare_run_folder(out_dir, *, resume: bool, restart: bool, config: dict, ea
     Raises ``ValueError`` naming the argument (`resume`, `restart`, `out_dir`, or the
     first differing key of ``config``).
     """
-    from .vmc import clear_run, newest_readable_checkpoint
-
     if restart:
         return clear_run(out_dir)
     if not resume:

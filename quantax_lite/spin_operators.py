@@ -280,9 +280,9 @@ class LocalOperator(SpinHamiltonian):
         coefficient is complex, else float64), computed with numpy from the same tables as
         ``connected`` (no compilation). ValueError when O leads out of the basis."""
         from .hilbert import states_to_codes
-        from .operators import _basis, _columns, _coo
+        from .operators import sparse_basis, basis_columns, csr_from_blocks
 
-        states, codes, order, sorted_codes = _basis(states, self.n_sites)
+        states, codes, order, sorted_codes = sparse_basis(states, self.n_sites)
         flips, bra, length, coef = self._build()
         match = (states.astype(np.float64) @ bra == length).astype(np.float64)
         mels = match @ coef  # (n, max_conn)
@@ -290,9 +290,9 @@ class LocalOperator(SpinHamiltonian):
         for k in range(flips.shape[0]):
             (r,) = np.nonzero(mels[:, k])
             rows.append(r)
-            cols.append(_columns(states_to_codes(states[r] * flips[k]), order, sorted_codes))
+            cols.append(basis_columns(states_to_codes(states[r] * flips[k]), order, sorted_codes))
             vals.append(mels[r, k])
-        return _coo(rows, cols, vals, len(states))
+        return csr_from_blocks(rows, cols, vals, len(states))
 
 
 # ---------------------------------------------------------------------- builders

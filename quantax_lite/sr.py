@@ -34,7 +34,7 @@ dE/dtheta = 2 F), and ``dtheta`` is a *descent direction*, used like a gradient:
     params_new = params - lr * dtheta        (imaginary-time evolution)
 
 so ``optax.sgd(lr)`` (whose update is ``-lr * grads``) applied to
-``grads = dtheta`` performs exactly this step (see :func:`natural_gradient`).
+``grads = dtheta`` performs exactly this step (see :func:`quantax_lite.natural_gradient.natural_gradient`).
 
 Regularization. ``eps = diag_shift + diag_scale * trace(S) / P``: an absolute
 shift plus a shift relative to the mean diagonal of S. ``trace(S) = trace(T)``,
@@ -85,14 +85,14 @@ The small ``N x N`` (or ``P x P``) system itself is solved redundantly on every
 device.
 
 Preconditioners (SR, SPRING, plain gradient) as composable ``init`` / ``update``
-pairs are in :mod:`quantax_lite.preconditioners`; :func:`natural_gradient` applies
+pairs are in :mod:`quantax_lite.preconditioners`; :func:`quantax_lite.natural_gradient.natural_gradient` applies
 one to the Jacobian of a network.
 """
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache, partial
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -101,17 +101,19 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
 from quantax_lite import tuning
+from quantax_lite._blocked import axis_name, block_rows, blocked_concat, blocked_sum
+from quantax_lite.utils.mesh import make_mesh, mesh_size
 
 __all__ = [
     "SRInfo",
     "choose_method",
-    "natural_gradient",
     "solve_psd",
     "sr_direction",
     "unravel_like",
 ]
 
-_METHODS = ("auto", "sr", "minsr")
+# The ``method`` values of :func:`sr_direction` (also checked by ``preconditioners.sr``).
+METHODS = ("auto", "sr", "minsr")
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["eps", "used_fallback"], meta_fields=["method"])
@@ -207,49 +209,8 @@ def solve_psd(a: jax.Array, b: jax.Array, *, rcond: float = 1e-12, solver: str =
 
 
 # --------------------------------------------------------------------------------------
-# Blocked, float64 formation of S, F, T
+# Blocked, float64 formation of S, F, T (the loops are in quantax_lite._blocked)
 # --------------------------------------------------------------------------------------
-
-
-def _tree_add(a, b):
-    return jax.tree.map(jnp.add, a, b)
-
-
-def _blocked_sum(fn: Callable[[Any, int], Any], n: int, block: int):
-    """sum over blocks of fn(start, size): full blocks in a fori_loop, a static remainder."""
-    n_full, rem = divmod(n, block)
-    if n_full == 0:
-        return fn(0, rem)
-    if n_full == 1:
-        acc = fn(0, block)
-    else:
-        acc = lax.fori_loop(
-            1, n_full, lambda i, a: _tree_add(a, fn(i * block, block)), fn(0, block)
-        )
-    if rem:
-        acc = _tree_add(acc, fn(n_full * block, rem))
-    return acc
-
-
-def _blocked_concat(fn: Callable[[Any, int], jax.Array], n: int, block: int, dtype) -> jax.Array:
-    """concatenate fn(start, size) (1-D, length size) over blocks of [0, n)."""
-    n_full, rem = divmod(n, block)
-    if n_full == 0 or (n_full == 1 and rem == 0):
-        return fn(0, n)
-    out = jnp.zeros((n,), dtype)
-
-    def body(i, buf):
-        return lax.dynamic_update_slice_in_dim(buf, fn(i * block, block), i * block, 0)
-
-    out = lax.fori_loop(0, n_full, body, out)
-    if rem:
-        out = lax.dynamic_update_slice_in_dim(out, fn(n_full * block, rem), n_full * block, 0)
-    return out
-
-
-def _block_rows(block_bytes: int, other_dim: int, itemsize: int) -> int:
-    """Rows (or columns) of ``other_dim`` entries of ``itemsize`` bytes in ``block_bytes``."""
-    return int(max(1, block_bytes // max(1, other_dim * itemsize)))
 
 
 def _gram(a: jax.Array) -> jax.Array:
@@ -285,11 +246,6 @@ def _real_or_complex(x: jax.Array, dtype) -> Any:
     """``dtype``'s precision with the kind (real / complex) of ``x``."""
     real_dt = jnp.finfo(dtype).dtype
     return jnp.result_type(real_dt, jnp.complex64) if jnp.iscomplexobj(x) else real_dt
-
-
-def _axis_name(mesh: Mesh):
-    names = tuple(mesh.axis_names)
-    return names[0] if len(names) == 1 else names
 
 
 def _row_weights(n_loc, n, axis, dtype):
@@ -353,7 +309,7 @@ def _sr_kernel(jac, e, p, *, n, real, weighted, eps_args, rcond, block, axis, gr
             f = ob.conj().T @ eb
         return s.astype(out_dt), f.astype(out_dt)
 
-    s, f = _blocked_sum(block_terms, n_loc, block)
+    s, f = blocked_sum(block_terms, n_loc, block)
     s = lax.psum(s, axis)
     f = lax.psum(f, axis)
     diag_shift, diag_scale = eps_args
@@ -408,14 +364,14 @@ def _minsr_kernel(jac, e, p, *, n, n_par, real, weighted, eps_args, rcond, block
             ob = ob.astype(_real_or_complex(ob, jac.dtype))
         return _gram(ob).astype(wide_r if real else cdt)
 
-    t = lax.psum(_blocked_sum(gram_block, p_loc, block), axis)
+    t = lax.psum(blocked_sum(gram_block, p_loc, block), axis)
     diag_shift, diag_scale = eps_args
     eps = diag_shift + diag_scale * jnp.real(jnp.trace(t)) / n_par
     dt = jnp.result_type(t, rhs)
     t = t.astype(dt)
     y, fallback = solve_psd(t + eps * jnp.eye(t.shape[0], dtype=dt), rhs.astype(dt), rcond=rcond,
                             solver=numerics[2], refinement=numerics[3])
-    x = _blocked_concat(
+    x = blocked_concat(
         lambda start, size: centered_block(start, size).conj().T @ y, p_loc, block, t.dtype
     )
     # every device holds its P / D entries; gather the P-vector (small) so the update
@@ -439,8 +395,8 @@ def _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond):
     for name, val in (("diag_shift", diag_shift), ("diag_scale", diag_scale)):
         if not isinstance(val, jax.Array) and (not np.isscalar(val) or not val >= 0):
             raise ValueError(f"sr_direction: `{name}` must be a number >= 0, got {val!r}.")
-    if method not in _METHODS:
-        raise ValueError(f"sr_direction: `method` must be one of {_METHODS}, got {method!r}.")
+    if method not in METHODS:
+        raise ValueError(f"sr_direction: `method` must be one of {METHODS}, got {method!r}.")
     if not (0 <= rcond < 1):
         raise ValueError(f"sr_direction: `rcond` must be in [0, 1), got {rcond!r}.")
 
@@ -515,8 +471,6 @@ def sr_direction(
     """
     _check_inputs(jac, e_loc, diag_shift, diag_scale, method, rcond)
     check_weights("sr_direction", weights, jac.shape[0])
-    from quantax_lite.utils.mesh import make_mesh
-
     mesh = make_mesh() if mesh is None else mesh
     n, n_par = jac.shape
     real = bool(real_params)
@@ -541,10 +495,10 @@ def _block_size(method: str, n: int, n_par: int, *, complex_jac: bool, real: boo
                 block_bytes: int) -> int:
     """Rows (SR) or columns (MinSR) of ``jac`` converted to float64 at a time."""
     if method == "sr":
-        return _block_rows(block_bytes, n_par, 16 if complex_jac else 8)
+        return block_rows(block_bytes, n_par, 16 if complex_jac else 8)
     n_pad = -(-n // n_dev) * n_dev
     rows = (2 if complex_jac and real else 1) * n_pad
-    return _block_rows(block_bytes, rows, 8)
+    return block_rows(block_bytes, rows, 8)
 
 
 @partial(jax.jit, static_argnames=("method", "weighted", "real", "rcond", "mesh", "gram_precision", "block_bytes",
@@ -552,10 +506,8 @@ def _block_size(method: str, n: int, n_par: int, *, complex_jac: bool, real: boo
 def _solve(jac, e_loc, p, eps_args, *, method, weighted, real, rcond, mesh, gram_precision, block_bytes, numerics):
     """The jitted solve: pad to the mesh, one shard_map over it, unpad. ``numerics``: (wide
     dtype name, matmul precision, solver, refinement steps), from the tuning in force."""
-    from quantax_lite.utils.mesh import mesh_size
-
     n_dev = mesh_size(mesh)
-    axis = _axis_name(mesh)
+    axis = axis_name(mesh)
     n, n_par = jac.shape
     complex_jac = jnp.iscomplexobj(jac)
     block = _block_size(method, n, n_par, complex_jac=complex_jac, real=real, n_dev=n_dev,
@@ -622,144 +574,3 @@ def unravel_like(flat: jax.Array, params: Any) -> Any:
         pieces.append(piece.astype(jnp.result_type(p)))
         start += size
     return jax.tree.unflatten(treedef, pieces)
-
-
-def _is_traced_leaf(x) -> bool:
-    """Leaves of a preconditioner pytree passed to the jitted program as traced values."""
-    return isinstance(x, (jax.Array, np.ndarray, float, complex, np.floating, np.complexfloating))
-
-
-def _split_preconditioner(preconditioner) -> tuple[tuple, list]:
-    """(static, dynamic): the tree structure and non-array leaves, and the array leaves."""
-    leaves, treedef = jax.tree.flatten(preconditioner)
-    mask = tuple(_is_traced_leaf(x) for x in leaves)
-    static = (treedef, mask, tuple(x for x, m in zip(leaves, mask) if not m))
-    return static, [x for x, m in zip(leaves, mask) if m]
-
-
-def _merge_preconditioner(static: tuple, dynamic: list):
-    treedef, mask, fixed = static
-    dyn, fix = iter(dynamic), iter(fixed)
-    return jax.tree.unflatten(treedef, [next(dyn) if m else next(fix) for m in mask])
-
-
-def _build_natural_gradient(log_psi, chunk_size, holomorphic, mesh, static_preconditioner, choices):
-    """A jitted ``f(params, samples, e_loc, state, step, dynamic, weights) -> (update, info, state)``.
-
-    ``choices`` (the tuning in force) is part of the cache key only: it is read again
-    while tracing, inside the same context."""
-    from quantax_lite.jacobian import jacobian
-
-    del choices
-
-    @jax.jit
-    def program(params, samples, e_loc, state, step, dynamic, weights):
-        preconditioner = _merge_preconditioner(static_preconditioner, dynamic)
-        jac = jacobian(log_psi, params, samples, chunk_size=chunk_size, mesh=mesh, holomorphic=holomorphic)
-        exact = {} if weights is None else {"weights": weights}
-        direction, state, info = preconditioner.update(jac, e_loc, state, step=step, mesh=mesh, **exact)
-        if holomorphic and not jnp.iscomplexobj(direction):
-            raise TypeError(
-                "natural_gradient: holomorphic=True (complex parameters) but the preconditioner "
-                "gave a real direction; use one with real_params=False, e.g. sr(real_params=False)."
-            )
-        return unravel_like(direction, params), info, state
-
-    return program
-
-
-# One compiled program per (log_psi, options, preconditioner structure, tuning) and input
-# shapes, across eager calls. The cache holds a reference to each log_psi (and what it
-# closes over) until evicted.
-_cached_natural_gradient = lru_cache(maxsize=32)(_build_natural_gradient)
-
-
-def _natural_gradient_fn(log_psi, *options):
-    """The cached jitted program (built anew, uncached, for an unhashable key)."""
-    try:
-        return _cached_natural_gradient(log_psi, *options)
-    except TypeError:  # unhashable key
-        return _build_natural_gradient(log_psi, *options)
-
-
-def natural_gradient(
-    log_psi: Callable,
-    params: Any,
-    samples: jax.Array,
-    e_loc: jax.Array,
-    *,
-    preconditioner=None,
-    state: Any = None,
-    step=0,
-    chunk_size: int | None = None,
-    holomorphic: bool = False,
-    mesh: Mesh | None = None,
-    return_info: bool = False,
-    return_state: bool = False,
-    weights: jax.Array | None = None,
-):
-    """A preconditioned update as a pytree shaped like ``params``, for any optax optimizer.
-
-    Computes the Jacobian of ``log_psi`` on ``samples`` in chunks
-    (:func:`quantax_lite.jacobian.jacobian`), applies ``preconditioner.update`` and
-    unravels the direction. The result is a descent direction used in place of a
-    gradient::
-
-        update = natural_gradient(log_psi, params, samples, e_loc, chunk_size=64)
-        updates, opt_state = optimizer.update(update, opt_state, params)
-        params = optax.apply_updates(params, updates)   # sgd: params - lr * dtheta
-
-    With a stateful preconditioner (e.g. ``spring(sr(), 0.9)``) pass the state and the
-    iteration and keep the new state::
-
-        update, state = natural_gradient(..., preconditioner=p, state=state, step=i,
-                                         return_state=True)
-
-    The steps run as one jitted program, cached on ``log_psi`` (the same object: a new
-    lambda per call recompiles), ``chunk_size``, ``holomorphic``, ``mesh``, the
-    preconditioner's static parts (its functions, method, schedules) and the tuning in
-    force, so such a loop compiles once per input shape. ``step``, the state and the
-    number leaves of the preconditioner (e.g. ``sr(diag_shift=...)``'s numbers) are
-    traced: changing them does not recompile.
-
-    Args:
-      log_psi: ``log_psi(params, s) -> (batch,)``.
-      params: the parameters (pytree).
-      samples: (N, n_sites) int8 configurations drawn from |psi|^2.
-      e_loc: (N,) their local energies.
-      preconditioner: a :class:`~quantax_lite.preconditioners.Preconditioner`; default
-        ``sr(real_params=not holomorphic)``.
-      state: its state; default ``preconditioner.init(params)``.
-      step: the iteration (int), passed to the update (schedules).
-      chunk_size: per-device rows per Jacobian chunk (bounds memory).
-      holomorphic: complex parameters and a holomorphic ``log_psi`` (the
-        preconditioner must then give a complex direction: ``real_params=False``).
-      mesh: device mesh; default every device.
-      return_info: also return the preconditioner's info dict (jax scalars).
-      return_state: also return the new preconditioner state.
-      weights: None (``samples`` drawn from |psi|^2), or (N,) the rows' probabilities
-        (exact sums, e.g. ``FullSumSampler.probabilities``), passed to the preconditioner.
-
-    Returns:
-      A pytree like ``params`` (same dtypes); with ``return_info`` and/or
-      ``return_state`` a tuple ``(update, info, state)`` of the requested parts, in
-      this order.
-
-    Raises:
-      ValueError / TypeError: as :func:`quantax_lite.jacobian.jacobian` and the
-      preconditioner; TypeError for a real direction with ``holomorphic=True``.
-    """
-    if preconditioner is None:
-        from quantax_lite.preconditioners import sr
-
-        preconditioner = sr(real_params=not holomorphic)
-    if state is None:
-        state = preconditioner.init(params)
-    static, dynamic = _split_preconditioner(preconditioner)
-    program = _natural_gradient_fn(log_psi, chunk_size, bool(holomorphic), mesh, static, tuning.current())
-    if weights is not None:
-        check_weights("natural_gradient", weights, np.shape(samples)[0])
-        weights = jnp.asarray(weights, tuning.wide_dtype())
-    update, info, state = program(params, samples, e_loc, state, jnp.asarray(step, jnp.int32), dynamic, weights)
-    out = (update,) + ((info,) if return_info else ()) + ((state,) if return_state else ())
-    return out[0] if len(out) == 1 else out

@@ -3,7 +3,7 @@
 One step: sample s ~ |psi|^2 -> local energies -> per-sample Jacobian -> a
 preconditioned direction (SR / MinSR by default) -> optax update. The step is one
 compiled program; :func:`run` loops it with a progress bar, writes ``log.jsonl`` and
-atomic checkpoints, and resumes from them.
+atomic checkpoints (:mod:`quantax_lite.checkpoint`), and resumes from them.
 
 Energies are in the Hamiltonian's units (spin-1/2 units for Heisenberg, Pauli
 units for the transverse-field Ising model).
@@ -12,14 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
-import pickle
-import shutil
 import time
-import warnings
-import zipfile
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -30,6 +24,7 @@ import optax
 
 from . import memory, run_folder, tuning
 from ._validate import positive_int
+from .checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
 from .jacobian import jacobian
 from .models import derivative_form
 from .operators import SpinHamiltonian, make_local_energy
@@ -40,10 +35,7 @@ from .sr import unravel_like
 from .stats import Stats, exact_statistics, statistics
 from .utils import batch_sharding, limit_blas_threads, mesh_size, replicate, replicated_sharding
 
-__all__ = [
-    "VMC", "VMCState", "ChunkSizes", "Diverged", "energy_estimate", "run", "save_checkpoint", "load_checkpoint",
-    "read_checkpoint_metadata", "load_latest_checkpoint", "newest_readable_checkpoint", "clear_run",
-]
+__all__ = ["VMC", "VMCState", "ChunkSizes", "Diverged", "energy_estimate", "run"]
 
 
 class VMCState(NamedTuple):
@@ -456,141 +448,6 @@ def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> 
 
 
 # --------------------------------------------------------------------------- #
-# checkpoints                                                                  #
-# --------------------------------------------------------------------------- #
-
-
-def _gather_leaves(tree) -> list[np.ndarray]:
-    """Every leaf as a full numpy array on every process (collective in multi-process runs)."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        return [np.asarray(multihost_utils.process_allgather(x, tiled=True)) for x in leaves]
-    return [np.asarray(jax.device_get(x)) for x in leaves]
-
-
-def _key_data(tree):
-    """Typed PRNG keys as raw uint32 data, so they can be written to disk."""
-    return jax.tree_util.tree_map(
-        lambda x: jax.random.key_data(x) if jnp.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key) else x,
-        tree,
-    )
-
-
-def save_checkpoint(path: str | os.PathLike, state: VMCState, metadata: dict | None = None) -> None:
-    """Write ``state`` to ``path`` (an .npz file) atomically: write a temporary file, then rename.
-
-    In a multi-process run every process must call this (the arrays are gathered);
-    only process 0 writes. A run killed at any moment leaves either the old or the new
-    checkpoint, never a broken one.
-    """
-    leaves = _gather_leaves(_key_data(state))
-    if jax.process_index() != 0:
-        return
-    path = os.fspath(path)
-    arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)}
-    arrays["metadata"] = np.frombuffer(json.dumps(metadata or {}).encode(), dtype=np.uint8)
-    with run_folder.atomic_write(path, "wb") as fh:
-        np.savez(fh, **arrays)
-
-
-# What reading a damaged checkpoint raises: a truncated or overwritten zip archive, or
-# another file in its place (np.load then tries .npy / pickle and raises ValueError).
-_DAMAGED = (
-    zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, ValueError, TypeError, AttributeError,
-    pickle.UnpicklingError,
-)
-
-
-def read_checkpoint_metadata(path: str | os.PathLike) -> dict:
-    """The metadata dict of a checkpoint, without reading its arrays."""
-    with open(os.fspath(path), "rb") as fh, np.load(fh) as data:
-        return json.loads(bytes(data["metadata"]).decode()) if "metadata" in data.files else {}
-
-
-def load_checkpoint(path: str | os.PathLike, template: VMCState) -> tuple[VMCState, dict]:
-    """Read a checkpoint written by :func:`save_checkpoint` into the structure of ``template``.
-
-    ``template`` is a freshly initialized state of the same run (same model, sampler and
-    optimizer): it gives the pytree structure, dtypes and shardings.
-    Returns the state and the metadata dict. A damaged file raises what reading it
-    raises (e.g. ``zipfile.BadZipFile``); a checkpoint of another run, ``ValueError``.
-    """
-    loaded, metadata = _read_checkpoint(path)
-    return _into_template(path, loaded, template), metadata
-
-
-def _read_checkpoint(path) -> tuple[list[np.ndarray], dict]:
-    """The arrays and metadata of a checkpoint file (raises one of ``_DAMAGED`` if damaged)."""
-    with open(os.fspath(path), "rb") as fh, np.load(fh) as data:
-        names = sorted(k for k in data.files if k.startswith("leaf_"))
-        loaded = [data[k] for k in names]
-        metadata = json.loads(bytes(data["metadata"]).decode()) if "metadata" in data.files else {}
-    return loaded, metadata
-
-
-def _into_template(path, loaded: list[np.ndarray], template: VMCState) -> VMCState:
-    """Arrays read from ``path`` as a state shaped, typed and sharded like ``template``."""
-    leaves, treedef = jax.tree_util.tree_flatten(template)
-    if len(leaves) != len(loaded):
-        raise ValueError(
-            f"load_checkpoint: {path} holds {len(loaded)} arrays, but this run's state has "
-            f"{len(leaves)}: it was written by a different model, sampler or optimizer."
-        )
-    out = []
-    for i, (t, x) in enumerate(zip(leaves, loaded)):
-        is_key = jnp.issubdtype(t.dtype, jax.dtypes.prng_key)
-        want = jax.random.key_data(t) if is_key else t
-        if x.shape != want.shape or x.dtype != want.dtype:
-            raise ValueError(
-                f"load_checkpoint: array {i} of {path} has shape {x.shape} and dtype {x.dtype}, "
-                f"expected {want.shape} {want.dtype}: a different run's checkpoint."
-            )
-        if jax.process_count() > 1:
-            sharding = t.sharding
-            arr = jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx])
-        else:
-            arr = jax.device_put(x, t.sharding)
-        out.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(t)) if is_key else arr)
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
-def newest_readable_checkpoint(out_dir: str | os.PathLike) -> tuple[str, dict] | None:
-    """The newest checkpoint of ``out_dir`` whose metadata reads, and that metadata.
-
-    Damaged newer ones are skipped with a warning; None when there is none.
-    """
-    for path in run_folder.list_checkpoints(out_dir):
-        try:
-            return path, read_checkpoint_metadata(path)
-        except _DAMAGED as err:
-            warnings.warn(f"{path} is damaged ({type(err).__name__}: {err}); trying an older checkpoint.",
-                          stacklevel=2)
-    return None
-
-
-def load_latest_checkpoint(out_dir: str | os.PathLike, template: VMCState) -> tuple[VMCState, dict, str]:
-    """The newest checkpoint of ``out_dir`` that reads, into the structure of ``template``.
-
-    A damaged checkpoint (truncated, overwritten) is skipped with a warning and the
-    previous one is used. Returns (state, metadata, path). Raises ``FileNotFoundError``
-    when the folder holds no readable checkpoint.
-    """
-    tried = run_folder.list_checkpoints(out_dir)
-    for path in tried:
-        try:
-            loaded, meta = _read_checkpoint(path)
-        except _DAMAGED as err:
-            warnings.warn(f"{path} is damaged ({type(err).__name__}: {err}); trying an older checkpoint.",
-                          stacklevel=2)
-            continue
-        return _into_template(path, loaded, template), meta, path
-    what = "no checkpoint" if not tried else f"no readable checkpoint ({len(tried)} damaged)"
-    raise FileNotFoundError(f"{out_dir} holds {what}.")
-
-
-# --------------------------------------------------------------------------- #
 # the run loop                                                                 #
 # --------------------------------------------------------------------------- #
 
@@ -710,22 +567,9 @@ def _prepare_folder(out_dir, start: int, overwrite: bool) -> str:
                 "from its checkpoint (load_latest_checkpoint) or pass overwrite=True to replace it."
             )
         if overwrite:
-            clear_run(out_dir)
+            run_folder.clear_run(out_dir)
     run_folder.truncate_log(log_path, start)
     return log_path
-
-
-def clear_run(out_dir: str | os.PathLike) -> None:
-    """Delete a run's files from its folder (log, checkpoints, summary, plot); other files stay."""
-    out_dir = os.fspath(out_dir)
-    for path in run_folder.list_checkpoints(out_dir):
-        os.remove(path)
-    for name in run_folder.RUN_FILES:
-        path = os.path.join(out_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
 
 
 def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callbacks, metadata, overwrite, writer,
@@ -766,9 +610,9 @@ def _run(vmc, state, n_iter, out_dir, checkpoint_every, keep, progress, callback
             if out_dir is not None and (
                 (checkpoint_every and it % checkpoint_every == 0) or it == n_iter or stop
             ):
-                save_checkpoint(run_folder.checkpoint_path(out_dir, it), state, metadata)
+                save_checkpoint(checkpoint_path(out_dir, it), state, metadata)
                 if writer:
-                    run_folder.prune_checkpoints(out_dir, keep)
+                    prune_checkpoints(out_dir, keep)
             if stop:
                 break
     finally:

@@ -1,6 +1,6 @@
 """A trained wavefunction on disk: its parameters alone, in one ``.npz`` file.
 
-A checkpoint (:func:`quantax_lite.vmc.save_checkpoint`) holds everything a run needs to
+A checkpoint (:func:`quantax_lite.checkpoint.save_checkpoint`) holds everything a run needs to
 continue (optimizer state, Markov chains, PRNG key) and reads back only into the state
 of the same run. :func:`save_params` keeps what a trained wavefunction *is*: the
 parameter pytree, each leaf under its path (``params/block_0/conv/kernel``), plus a

@@ -340,7 +340,7 @@ def test_order_parameter_from_the_representatives_is_exact(rng):
 def test_natural_gradient_takes_the_weights(rng):
     """natural_gradient(..., weights=p) on the rows is -1 x the update of the dense SR
     direction unravelled, so exact sums work without the driver too."""
-    from quantax_lite.sr import natural_gradient
+    from quantax_lite.natural_gradient import natural_gradient
 
     lattice, ham, group, model = _chain_j1j2()
     states = all_states(lattice.n_sites, 0)

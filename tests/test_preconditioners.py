@@ -14,7 +14,8 @@ from jax.flatten_util import ravel_pytree
 import quantax_lite.preconditioners as preconditioners_module
 from quantax_lite import tuning
 from quantax_lite.preconditioners import Preconditioner, SpringState, gradient, spring, sr
-from quantax_lite.sr import natural_gradient, sr_direction
+from quantax_lite.natural_gradient import natural_gradient
+from quantax_lite.sr import sr_direction
 from quantax_lite.utils import batch_sharding, make_mesh, replicate
 
 from test_sr import blocks_of, random_problem, reference_update

@@ -11,7 +11,8 @@ from jax.flatten_util import ravel_pytree
 
 from quantax_lite import tuning
 from quantax_lite.preconditioners import sr
-from quantax_lite.sr import _block_size, choose_method, natural_gradient, solve_psd, sr_direction, unravel_like
+from quantax_lite.natural_gradient import natural_gradient
+from quantax_lite.sr import _block_size, choose_method, solve_psd, sr_direction, unravel_like
 from quantax_lite.utils import batch_sharding, make_mesh
 
 

@@ -17,10 +17,8 @@ from quantax_lite.preconditioners import spring, sr
 from quantax_lite.sampler import ExactSampler, Exchange, MetropolisSampler
 from quantax_lite.symmetry import full_symmetry
 import quantax_lite.vmc as vmc_module
-from quantax_lite.vmc import (
-    VMC, Diverged, energy_estimate, load_checkpoint, load_latest_checkpoint, metrics_to_record, run,
-    save_checkpoint,
-)
+from quantax_lite.checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
+from quantax_lite.vmc import VMC, Diverged, energy_estimate, metrics_to_record, run
 
 
 @functools.lru_cache(maxsize=None)

@@ -116,7 +116,7 @@ class FullSumSampler:
         then the local energy differs within an orbit)."""
         import scipy.sparse as sp
 
-        from quantax_lite.exact import _image_indices
+        from quantax_lite.exact import image_indices
         from quantax_lite.hilbert import state_index, states_to_codes
 
         if hamiltonian.n_sites != self.n_sites:
@@ -128,7 +128,7 @@ class FullSumSampler:
             rep_of, factor = np.arange(n), np.ones(n, np.complex128)
         else:
             group = self.symmetry
-            idx = _image_indices(group.perms, group.flips, states)
+            idx = image_indices(group.perms, group.flips, states)
             if any(abs(ham[idx[g]][:, idx[g]] - ham).max() > 1e-10 for g in group.generators):
                 raise ValueError("hamiltonian: does not commute with the sampler's symmetry, so its local energy is "
                                  "not the same on every configuration of an orbit; sum without the symmetry.")
@@ -201,12 +201,12 @@ def orbit_representatives(states: np.ndarray, symmetry) -> tuple[np.ndarray, np.
     configuration of a sector, closed under the group) under ``symmetry``, leaving out the
     orbits on which the sector's wavefunctions vanish (the characters summed over the
     stabilizer are 0). ``symmetry`` None: every state, each of size 1."""
-    from quantax_lite.exact import _image_indices
+    from quantax_lite.exact import image_indices
 
     states = np.asarray(states, np.int8)
     if symmetry is None:
         return states, np.ones(len(states))
-    idx = _image_indices(symmetry.perms, symmetry.flips, states)  # (G, n)
+    idx = image_indices(symmetry.perms, symmetry.flips, states)  # (G, n)
     rep_of = idx.min(axis=0)
     reps, size = np.unique(rep_of, return_counts=True)
     fixed = idx[:, reps] == reps[None, :]  # (G, R): g fixes the representative
