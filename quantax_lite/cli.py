@@ -29,7 +29,8 @@ _OPTIONS_OF_EARLIER_RUNS = FIELDS_OF_EARLIER_RUNS
 _NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command", "measure",
                  "time_limit", "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
                  # how memory is bounded, not what is computed: a run may resume on another device
-                 "chunk_size", "memory_budget"}
+                 "chunk_size", "memory_budget",
+                 "given_options"}  # which options were typed (_Given), not a value
 
 
 class UsageError(Exception):
@@ -38,6 +39,15 @@ class UsageError(Exception):
 
 class DivergedRun(Exception):
     """The run stopped on a non-finite value: printed as one line, exit status 3."""
+
+
+class _Given(argparse.Action):
+    """Store the value and record that the option was given (``args.given_options``), to
+    refuse an option that does not apply even where its value is the default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given_options = set(getattr(namespace, "given_options", ())) | {self.dest}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         shown = "" if f.default is None else f" (default: {f.default})"
         groups[meta["group"]].add_argument(name, type=meta["type"], default=f.default, choices=meta["choices"],
-                                           help=meta["help"] + shown)
+                                           help=meta["help"] + shown, action=_Given)
     g = groups["output"]
     g.add_argument("--out", help="output directory (default: runs/<hamiltonian>_<lattice>)")
     g.add_argument("--resume", action="store_true", help="continue the run in --out from its newest readable checkpoint")
@@ -109,8 +119,8 @@ def _add_measure_parser(subparsers) -> None:
     m.add_argument("--seed", type=int, default=0, help="PRNG seed of the fresh chains (default: 0)")
     m.add_argument("--chunk-size", type=int_or_auto, default="auto", help="samples per device per chunk of "
                    "the network evaluations, to bound memory; auto: the library's (default: auto)")
-    m.add_argument("--memory-budget", type=int_or_float, help="memory per device for chunk-size auto, as in train "
-                   "(default: the device's memory)")
+    # refused (measure_run): the observables' chunks are not chosen from a budget
+    m.add_argument("--memory-budget", type=int_or_float, help=argparse.SUPPRESS)
     m.add_argument("--no-dimers", dest="dimers", action="store_false", help="leave out the dimer correlations "
                    "(N_bonds^2 network evaluations per sample and axis)")
     m.add_argument("--no-progress", action="store_true", help="no progress messages")
@@ -165,6 +175,9 @@ def train(args) -> dict:
 
     check_options(args)
     recipe = _usage(Recipe, **{name: getattr(args, name) for name in RECIPE})
+    if recipe.sampling == "exact_sum" and "samples" in getattr(args, "given_options", ()):
+        raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
+                         "samples; leave --samples out.")
     if args.coordinator is not None or args.distributed:
         if args.coordinator is not None:
             print(f"quantax-lite: process {args.process_id} of {args.num_processes} waiting up to "
@@ -446,13 +459,16 @@ def measure_run(args) -> dict:
 
     from . import tuning
     from ._validate import positive_int
-    from .recipes import load_run, recipe_of_run
+    from .recipes import check_seed, load_run, recipe_of_run, seed_key
     from .report import energy_unit, plot_energy, write_observables
     from .run_folder import lock_run_folder, read_log
 
     if args.samples is not None:
         _usage(positive_int, args.samples, "samples")
-    _usage(positive_int, args.seed, "seed", minimum=0)
+    _usage(check_seed, args.seed)
+    if args.memory_budget is not None:
+        raise UsageError("--memory-budget: measure does not choose its chunks from a memory budget; bound its "
+                         "memory with --chunk-size (samples per device per chunk, e.g. 64).")
     tuning.configure_x64()
     out = args.out
     recipe = _usage(recipe_of_run, out)[0]  # names --out before the lock creates anything
@@ -467,7 +483,9 @@ def measure_run(args) -> dict:
         raise UsageError(f"--samples: {n} must be a multiple of the run's {chains} chains, and of its "
                          f"{' / '.join(map(str, per_step))} samples per step when larger.")
     with lock_run_folder(out):
-        loaded = _usage(load_run, out, chunk_size=args.chunk_size, memory_budget=args.memory_budget)
+        # a damaged log is refused before anything is computed or written
+        log = [x for x in _usage(read_log, os.path.join(out, "log.jsonl")) if x.get("energy") is not None]
+        loaded = _usage(load_run, out, chunk_size=args.chunk_size)
         r, state = loaded.run, loaded.state
         if not args.no_progress:
             what = (f"exact sums over {r.sampler.n_states} configurations" if exact_sum
@@ -477,7 +495,7 @@ def measure_run(args) -> dict:
         if exact_sum:
             samples, weights = every_configuration(r, state.params)
         else:
-            fresh = r.sampler.init(jax.random.PRNGKey(args.seed), state.params, initial_states=state.sampler.states)
+            fresh = r.sampler.init(seed_key(args.seed), state.params, initial_states=state.sampler.states)
             samples = draw_samples(r.vmc, fresh, state.params, n, local_energies=False)[0]  # thermalized first
             weights = None
         obs = measure_samples(r, state.params, samples, weights, chunk_size=args.chunk_size, dimers=args.dimers)
@@ -486,7 +504,6 @@ def measure_run(args) -> dict:
                       "seed": args.seed}
         title = f"{recipe.hamiltonian} {r.lattice.name}, step {int(state.iteration)}"
         written = write_observables(out, obs, title)
-        log = [x for x in read_log(os.path.join(out, "log.jsonl")) if x.get("energy") is not None]
         energy_png = os.path.join(out, "energy.png")
         if log and not os.path.exists(energy_png):  # an interrupted run: train never drew it
             e = obs.get("energy", {})
@@ -543,6 +560,10 @@ def main(argv=None) -> int:
     except Exception as err:
         if not _is_out_of_memory(err):
             raise
+        if args.command == "measure":
+            print(f"{prog}: error: out of memory for this system; pass a smaller --chunk-size (e.g. 64) or fewer "
+                  "--samples, or leave out the dimers (--no-dimers).", file=sys.stderr)
+            return 2
         print(f"{prog}: error: out of memory for this system; pass a smaller --memory-budget (e.g. 0.5 "
               "of the device's memory) or --chunk-size (e.g. 64), lower --samples, or choose a smaller --lattice / "
               "--channels.", file=sys.stderr)

@@ -514,7 +514,13 @@ def lattice_momenta(lattice: Lattice) -> np.ndarray:
 
 
 def _check_momenta(q, lattice: Lattice) -> np.ndarray:
-    q = np.asarray(q, dtype=np.float64)
+    try:
+        if np.iscomplexobj(q) or any(isinstance(x, complex) for x in np.ravel(np.asarray(q, dtype=object))):
+            raise TypeError("complex")
+        q = np.asarray(q, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"q: expected real momenta of shape (n_q, {lattice.ndim}) or ({lattice.ndim},), "
+                         f"got {_shown(q)}") from None
     if q.ndim == 1:
         q = q[None, :]
     if q.ndim != 2 or q.shape[1] != lattice.ndim:
@@ -541,11 +547,35 @@ def structure_factor(corr, lattice: Lattice, q=None) -> StructureFactor:
     ``r_i`` are the site positions (:attr:`Lattice.positions`; the coordinates on a chain
     or square lattice). ``S(0) = <S_tot^2> / N``.
     """
+    if not isinstance(corr, SpinCorrelations):
+        corr = _real_matrix(corr)
     n = _corr_sites(corr)
     lattice = _lattice(lattice, n)
     q, coef, const = _sq_tables(lattice, q)
     mean, error = _pair_functional(corr, coef, const)
     return StructureFactor(q, mean, error)
+
+
+def _shown(x) -> str:
+    """``x`` in an error message: its repr, cut short."""
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _real_matrix(corr) -> np.ndarray:
+    """``corr`` as a finite real float64 array (its shape checked by :func:`_corr_sites`);
+    ``TypeError`` / ``ValueError`` naming ``corr`` otherwise."""
+    try:
+        c = np.asarray(corr)
+    except ValueError:  # a ragged nested list
+        raise ValueError(f"corr: expected SpinCorrelations or an (n, n) matrix of real numbers, "
+                         f"got {_shown(corr)}") from None
+    if c.dtype.kind not in "iuf":
+        raise TypeError(f"corr: expected SpinCorrelations or an (n, n) matrix of real numbers, got dtype {c.dtype}")
+    c = c.astype(np.float64)
+    if not np.all(np.isfinite(c)):
+        raise ValueError("corr: the correlation matrix holds NaN or infinity")
+    return c
 
 
 def _sq_tables(lattice: Lattice, q=None):

@@ -57,6 +57,42 @@ FRUSTRATED_INIT_SCALE = 0.3
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
                           "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
                           "full_stage_samples": None, "full_stage_lr": None}
+# Options that runs of earlier versions recorded and that no longer exist: speed choices the
+# library now makes itself (quantax_lite.tuning). A run recording one is read with a warning.
+OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
+# Options of the command that say how a run is carried out, not what it computes; earlier
+# versions recorded some of them with the recipe. Ignored where a run records one.
+RUN_CONTROL_OPTIONS = frozenset({"iters", "out", "resume", "restart", "checkpoint_every", "keep_checkpoints",
+                                 "time_limit", "no_progress", "measure", "coordinator", "num_processes",
+                                 "process_id", "init_timeout", "distributed", "command", "chunk_size",
+                                 "memory_budget"})
+# seeds are 64-bit PRNG seeds: 0 <= seed < 2**63 (jax reads an int seed as an int64)
+SEED_LIMIT = 2**63
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an int in ``[0, 2**63)``; ``TypeError`` / ``ValueError`` naming ``name``
+    otherwise (a larger int is refused, not folded: every seed names one key)."""
+    wanted = f"{name}: expected an int >= 0 and < 2**63, got {seed!r}"
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(wanted)
+    seed = int(seed)
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(wanted)
+    return seed
+
+
+def seed_key(seed: int):
+    """The PRNG key of ``seed`` (:func:`check_seed`): ``jax.random.PRNGKey(seed)`` as jax
+    makes it with ``jax_enable_x64`` on, the same with it off (where jax itself keeps only
+    the low 32 bits of a seed, so seeds 2**32 apart would share a key)."""
+    import jax
+    import jax.numpy as jnp
+
+    seed = check_seed(seed)
+    if seed < 2**32 or jax.config.jax_enable_x64 or str(jax.config.jax_default_prng_impl) != "threefry2x32":
+        return jax.random.PRNGKey(seed)
+    return jnp.asarray([seed >> 32, seed & 0xFFFFFFFF], dtype=jnp.uint32)  # threefry's key of a 64-bit seed
 
 
 # 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
@@ -301,7 +337,7 @@ class Recipe:
             if getattr(self, name) is not None:
                 finite_number(getattr(self, name), name)
         positive_int(self.samples, "samples")
-        positive_int(self.seed, "seed", minimum=0)
+        check_seed(self.seed)
         if not (self.chunk_size is None or isinstance(self.chunk_size, str) and self.chunk_size == "auto"):
             try:
                 positive_int(self.chunk_size, "chunk_size")
@@ -398,14 +434,18 @@ class Recipe:
             if not lattice.pbc:
                 raise ValueError(f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
                                  f"sector; got {m}.")
+        for name in ("spin_parity", "rotation_parity"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
+                raise TypeError(f"{name}: expected the int +1 or -1, got {value!r}.")
         if self.spin_parity is not None:
-            if isinstance(self.spin_parity, bool) or self.spin_parity not in (1, -1):
+            if self.spin_parity not in (1, -1):
                 raise ValueError(f"spin_parity: expected +1 or -1, got {self.spin_parity!r}.")
             if "none" in groups:
                 raise ValueError(f"spin_parity: {self.spin_parity} needs a group; symmetry is {self.symmetry!r} "
                                  "(translations adds spin inversion with this character).")
         if self.rotation_parity is not None:
-            if isinstance(self.rotation_parity, bool) or self.rotation_parity not in (1, -1):
+            if self.rotation_parity not in (1, -1):
                 raise ValueError(f"rotation_parity: expected +1 or -1, got {self.rotation_parity!r}.")
             if "full" not in groups:
                 raise ValueError(f"rotation_parity: {self.rotation_parity} sets the characters of the point group, "
@@ -456,7 +496,8 @@ class Recipe:
         lattice = parse_lattice(self.lattice) if lattice is None else lattice
         if self.momentum is None or not any(int(x) % L for x, L in zip(self.momentum, lattice.shape)):
             return None
-        m = np.asarray(self.momentum, np.float64) % np.asarray(lattice.shape)
+        # reduced mod L_d in integers first (a float64 of a huge m_d would round to another one)
+        m = np.asarray([int(x) % int(L) for x, L in zip(self.momentum, lattice.shape)], np.float64)
         return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
 
     def trivial_sector(self, lattice=None) -> bool:
@@ -779,7 +820,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     else:
         _check_sector_holds_states(recipe, recipe.symmetry, lattice, ham, group)
     model = _network(recipe, lattice, ham, group, recipe.amplitude_kind(ham))
-    k_params, k_chains = jax.random.split(jax.random.PRNGKey(recipe.seed))
+    k_params, k_chains = jax.random.split(seed_key(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:
         rule = Exchange(lattice.bonds(1), anti_aligned=True)
@@ -913,6 +954,18 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
         raise ValueError(f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
                          "rebuild its driver and use checkpoint.load_latest_checkpoint.")
     names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
+    legacy = sorted(k for k in config if k in OPTIONS_OF_EARLIER_VERSIONS)
+    unknown = sorted(k for k in config if k not in names and k not in OPTIONS_OF_EARLIER_VERSIONS
+                     and k not in RUN_CONTROL_OPTIONS)
+    if unknown:
+        raise ValueError(f"out_dir: {path} records the option(s) {', '.join(f'`{k}`' for k in unknown)} "
+                         f"({', '.join(f'{k}={config[k]!r}' for k in unknown)}), which this version does not "
+                         "know, so it cannot rebuild that run; measure it with the version that made it.")
+    if legacy:
+        import warnings
+
+        warnings.warn(f"{path}: the run records {', '.join(f'{k}={config[k]!r}' for k in legacy)}, option(s) of an "
+                      "earlier version that this one chooses itself (quantax_lite.tuning); ignored.", stacklevel=2)
     fields = {**FIELDS_OF_EARLIER_RUNS, **{k: v for k, v in config.items() if k in names}}
     recipe = Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget)
     if "momentum_readout" not in config and not recipe.has_momentum():  # at k = 0 no choice is recorded

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -49,8 +50,15 @@ __all__ = [
 
 LOCK_NAME = ".lock"
 LOG_NAME = "log.jsonl"
-# Files that make a folder hold a run (``checkpoint-*.npz`` too).
-RUN_FILES = (LOG_NAME, LEGACY_CHECKPOINT, "summary.json", "energy.png")
+# Files that make a folder hold a run (``checkpoint-*.npz`` too): what train writes there
+# (log, summary, energy plot) and what measure or train --measure adds (the observables
+# and their plots); a restart deletes them all (:func:`clear_run`).
+RUN_FILES = (LOG_NAME, LEGACY_CHECKPOINT, "summary.json", "energy.png", "observables.json", "structure_factor.png",
+             "correlations.png")
+# flock errors of a file system that has no flock (some NFS, Lustre or GPFS mounts): the
+# run goes on without the folder lock, with a warning
+_NO_FLOCK = frozenset(getattr(errno, name) for name in ("ENOLCK", "EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EINVAL")
+                      if hasattr(errno, name))
 
 
 class RunFolderBusy(RuntimeError):
@@ -63,23 +71,34 @@ def lock_run_folder(out_dir: str | os.PathLike) -> Iterator[None]:
 
     Raises :class:`RunFolderBusy` naming the holder (pid and host) when another live
     process holds it. A lock file left by a killed process holds no lock: it is taken
-    over, with a warning naming the old holder.
+    over, with a warning naming the old holder. On a file system without ``flock``
+    (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL) the block runs without the lock, after a
+    one-line warning; other errors of ``flock`` are raised.
     """
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, LOCK_NAME)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
+        unsupported = None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
-            if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+            if err.errno in _NO_FLOCK:
+                unsupported = err.strerror or str(err)
+            elif err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
-            raise RunFolderBusy(
-                f"{out_dir} is in use by another run ({holder}); wait for it to finish or "
-                "choose another output folder."
-            ) from None
+            else:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                raise RunFolderBusy(
+                    f"{out_dir} is in use by another run ({holder}); wait for it to finish or "
+                    "choose another output folder."
+                ) from None
+        if unsupported is not None:
+            warnings.warn(f"{out_dir}: this file system does not support flock ({unsupported}), so the run goes "
+                          "on without the folder lock: make sure no other run uses this folder.", stacklevel=3)
+            yield
+            return
         old = os.pread(fd, 200, 0).decode(errors="replace").strip()
         if old:
             warnings.warn(f"{out_dir}: taking over the lock of a run that ended without "
@@ -120,7 +139,9 @@ def read_log(path: str | os.PathLike) -> list[dict]:
     """The records of ``log.jsonl``; [] when it does not exist.
 
     A torn last line (a run killed while writing it) is dropped with a warning; a
-    damaged line before the last raises ``ValueError`` naming the file and line.
+    damaged line before the last raises ``ValueError`` naming the file and line, and so
+    does a record holding a number that is not finite (``NaN``, ``Infinity``, ``1e999``:
+    the log is written as strict JSON, so that is a hand edit), wherever it is.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -132,9 +153,13 @@ def read_log(path: str | os.PathLike) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, parse_constant=_non_finite)
             if not isinstance(rec, dict) or "iteration" not in rec:
                 raise ValueError("not a log record")
+            _check_finite(rec)
+        except _NonFinite:
+            raise ValueError(f"{path}: line {i + 1} holds a non-finite number (the log is strict JSON): "
+                             f"{line[:60]!r}; delete that line (or the run's later lines) to use the log.") from None
         except ValueError:
             if all(not rest.strip() for rest in lines[i + 1 :]):
                 warnings.warn(f"{path}: dropping a damaged last line ({line[:60]!r}).", stacklevel=2)
@@ -142,6 +167,25 @@ def read_log(path: str | os.PathLike) -> list[dict]:
             raise ValueError(f"{path}: line {i + 1} is not a log record: {line[:60]!r}") from None
         records.append(rec)
     return records
+
+
+class _NonFinite(ValueError):
+    """A log record with NaN or infinity."""
+
+
+def _non_finite(token):
+    raise _NonFinite(token)
+
+
+def _check_finite(value) -> None:
+    """Raise :class:`_NonFinite` for a float in ``value`` (a parsed JSON value) that is not finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NonFinite(value)
+    if isinstance(value, dict):
+        value = value.values()
+    if isinstance(value, (list, type({}.values()))):
+        for v in value:
+            _check_finite(v)
 
 
 def _write_lines(path: str, records: list[dict]) -> None:
@@ -191,8 +235,10 @@ def holds_run(out_dir: str | os.PathLike) -> bool:
 
 
 def clear_run(out_dir: str | os.PathLike) -> None:
-    """Delete a run's files from its folder (log, checkpoints, summary, plot); other files stay."""
+    """Delete a run's files from its folder (log, checkpoints, summary, observables, their
+    plots: :data:`RUN_FILES`, and half-written temporaries); other files stay."""
     out_dir = os.fspath(out_dir)
+    remove_temporaries(out_dir)
     for path in list_checkpoints(out_dir):
         os.remove(path)
     for name in RUN_FILES:
@@ -230,3 +276,4 @@ def prepare_run_folder(out_dir, *, resume: bool, restart: bool, config: dict, ea
     changed = [f"`{k}` {v} (was {old[k]})" for k, v in config.items() if k in old and old[k] != v]
     if changed:
         raise ValueError("resume: these options differ from the run in the folder: " + ", ".join(changed))
+    read_log(os.path.join(os.fspath(out_dir), LOG_NAME))  # a damaged log: refused before anything is written

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import zipfile
 from typing import Any
 
 import jax
@@ -59,11 +61,16 @@ def save_params(path: str | os.PathLike, params: Any, metadata: dict | None = No
     old file or the new one, never a partial one.
 
     Each leaf is stored under its path in the pytree, with its shape and dtype.
-    ``ValueError`` naming ``params`` for an empty pytree or a key that cannot be stored,
-    ``metadata`` for a dict that is not strict JSON (NaN, infinity, non-JSON types).
+    ``ValueError`` naming ``params`` for an empty pytree, a key that cannot be stored or
+    a leaf holding NaN or infinity, ``metadata`` for a dict that is not strict JSON (NaN,
+    infinity, non-JSON types); nothing is written then.
     """
     path = os.fspath(path)
     arrays = _flatten(params)
+    for name, x in arrays.items():
+        if x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
+            raise ValueError(f"params: {name} holds {int(np.sum(~np.isfinite(x)))} non-finite value(s) (NaN or "
+                             "infinity); a wavefunction with them is not written.")
     if metadata is not None and not isinstance(metadata, dict):
         raise TypeError(f"metadata: expected a dict or None, got {type(metadata).__name__}.")
     try:
@@ -95,10 +102,23 @@ def load_params(path: str | os.PathLike, template: Any = None) -> tuple[Any, dic
       parameters in its structure, as jax arrays placed like its leaves; a missing,
       extra or differently shaped / typed array raises ``ValueError`` naming it.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
     path = os.fspath(path)
-    with open(path, "rb") as fh, np.load(fh) as data:
-        flat = {k: data[k] for k in data.files if k != _META}
-        metadata = json.loads(bytes(data[_META]).decode()) if _META in data.files else {}
+    try:
+        with open(path, "rb") as fh, np.load(fh) as data:
+            flat = {k: data[k] for k in data.files if k != _META}
+            metadata = json.loads(bytes(data[_META]).decode()) if _META in data.files else {}
+        if not isinstance(metadata, dict):
+            raise ValueError(f"its metadata is a {type(metadata).__name__}, not a dict")
+    except OSError:
+        raise
+    except (ValueError, TypeError, AttributeError, EOFError, KeyError, zipfile.BadZipFile, pickle.UnpicklingError,
+            UnicodeDecodeError) as err:  # (a .npy file: np.load returns an array, not an archive)
+        raise ValueError(f"path: {path} is not a parameter file written by save_params "
+                         f"({type(err).__name__}: {err})") from None
+    if not flat:
+        raise ValueError(f"path: {path} holds no parameter arrays.")
     if template is None:
         return (flat["leaf"] if list(flat) == ["leaf"] else _nest(flat)), metadata
     want = _flatten(template)

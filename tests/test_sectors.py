@@ -157,7 +157,6 @@ def test_recipe_sector_options_and_errors_naming_the_field():
         (dict(lattice="4x4", momentum=(1, 0), symmetry="none"), "momentum: .* needs a group with translations"),
         (dict(lattice=Triangular(4, 3, pbc=False), momentum=(1, 0), hamiltonian="tfim"), "momentum: the open lattice"),
         (dict(lattice="4x4", spin_parity=0), "spin_parity: expected"),
-        (dict(lattice="4x4", spin_parity=True), "spin_parity: expected"),
         (dict(lattice="4x4", spin_parity=-1, symmetry="none"), "spin_parity: -1 needs a group"),
         (dict(lattice="4x4", momentum=(2, 2), amplitude="positive"), "amplitude: 'positive'"),
         (dict(lattice="4x4", spin_parity=-1, amplitude="positive"), "amplitude: 'positive'"),
@@ -168,6 +167,8 @@ def test_recipe_sector_options_and_errors_naming_the_field():
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             Recipe(**kwargs)
+    with pytest.raises(TypeError, match="spin_parity: expected"):  # a bool (or float) is not the int +1
+        Recipe(lattice="4x4", spin_parity=True)
     with pytest.raises(ValueError, match="symmetry: 'full' does not fit the lattice chain:8: rotation_parity"):
         Recipe(lattice="chain:8", symmetry="full", rotation_parity=-1).system()
     # positive is fine in the sector of characters 1, also when spin parity +1 is explicit
