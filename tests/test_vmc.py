@@ -300,3 +300,23 @@ def test_the_driver_trains_with_exact_sampling():
     assert abs(float(stats.mean.real) - exact) < max(5 * float(stats.error_of_mean), 2e-3 * abs(exact))
     with pytest.raises(ValueError, match="diag_shift"):
         sr(diag_shift=float("inf"))
+
+
+def test_a_loop_of_steps_on_several_cpu_devices_does_not_hang():
+    """800 exact-sum steps called back to back on the 8 simulated devices, nothing read in
+    between. Before each call waited for its step, two steps in flight at once could
+    deadlock in XLA's CPU collectives (an abort after 40 s, within 1500 steps here)."""
+    from quantax_lite import translations
+    from quantax_lite.sampler import FullSumSampler
+
+    lattice = Chain(8)
+    group = translations(lattice)
+    model = make_conv_nqs(lattice, group, channels=4, depth=1, dtype=jnp.float64)
+    sampler = FullSumSampler(model.apply, lattice.n_sites, total_sz=0, symmetry=group)
+    vmc = VMC(Heisenberg(lattice, marshall_sign=True), sampler, optax.sgd(0.05), None, preconditioner=sr(1e-3))
+    assert jax.device_count() == 8
+    state = vmc.init(jax.random.key(1), model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int8)))
+    for _ in range(800):
+        state, metrics = vmc.step(state)
+    exact = ground_state_energy(Heisenberg(lattice, marshall_sign=True), total_sz=0)
+    assert abs(float(np.real(metrics["energy"])) - exact) < 1e-6 * abs(exact)
