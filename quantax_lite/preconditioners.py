@@ -22,12 +22,13 @@ The protocol (what a new preconditioner provides):
   - ``weights`` (only passed with exact sums, :class:`~quantax_lite.sampler.FullSumSampler`;
     a preconditioner that does not take it cannot run on them): (N,) the rows'
     probabilities (sum 1) in place of the uniform 1 / N of samples;
-  - ``direction``: (P,) float64 (complex128 for complex parameters), a *descent
+  - ``direction``: (P,) in :func:`~quantax_lite.tuning.wide_dtype` (float64 on CPUs,
+    float32 on accelerators; complex for complex parameters), a *descent
     direction used like a gradient*: the driver applies ``params - lr * direction``
     with ``optax.sgd(lr)`` (any optax optimizer takes it in place of a gradient);
   - ``info``: a dict of jax scalars the driver logs. Key ``"sr_fallback"`` (bool:
     the SR solve fell back to the pseudo-inverse) is always present; :func:`sr` adds
-    ``"sr_eps"`` (float64: the diagonal shift added); other keys are free.
+    ``"sr_eps"`` (the diagonal shift added); other keys are free.
 
 Writing one (a diagonally scaled gradient, ``F_k / (S_kk + eps)``)::
 
@@ -37,7 +38,7 @@ Writing one (a diagonally scaled gradient, ``F_k / (S_kk + eps)``)::
     def diagonal_gradient(eps=1e-3):
         def update(jac, e_loc, state, *, step, mesh=None):
             g, _, info = gradient().update(jac, e_loc, None, step=step, mesh=mesh)
-            o = jac.astype(jnp.complex128) - jnp.mean(jac.astype(jnp.complex128), axis=0)
+            o = jac - jnp.mean(jac, axis=0)
             s_diag = jnp.mean(jnp.abs(o) ** 2, axis=0)  # diag of S, real parameters
             return g / (s_diag + eps), state, info
 
@@ -75,7 +76,7 @@ class Preconditioner(NamedTuple):
 
     init: ``init(params) -> state`` (a pytree; may be None).
     update: ``update(jac, e_loc, state, *, step, mesh=None) -> (direction, new_state,
-      info)``: direction (P,) float64, info a dict of jax scalars with ``"sr_fallback"``.
+      info)``: direction (P,) in the wide dtype, info a dict of jax scalars with ``"sr_fallback"``.
     """
 
     init: Callable[[Any], Any]
@@ -133,7 +134,7 @@ def _over_rows(local, jac, vec, mesh, *, vec_rows: bool, out_rows: bool):
 
 
 def _jac_times(jac, v, mesh):
-    """``jac @ v`` (N,), each block of rows converted to float64 (complex128) first."""
+    """``jac @ v`` (N,), each block of rows converted to the wide dtype first."""
     cdt = _wide(jac.dtype)
     out_dt = jnp.result_type(cdt, v.dtype)
     block = block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
@@ -148,7 +149,7 @@ def _jac_times(jac, v, mesh):
 
 
 def _jac_h_times(jac, u, mesh):
-    """``jac^H @ u`` (P,) accumulated in float64 (complex128), block by block of rows."""
+    """``jac^H @ u`` (P,) accumulated in the wide dtype, block by block of rows."""
     cdt = _wide(jac.dtype)
     out_dt = jnp.result_type(cdt, u.dtype)
     block = block_rows(tuning.current().sr_block_bytes, jac.shape[1], np.dtype(cdt).itemsize)
@@ -216,7 +217,7 @@ def sr(diag_shift=1e-4, diag_scale=0.0, method: str = "auto", rcond: float = 1e-
       real_params: real parameters (the real formulation, a real direction); False for
         complex (holomorphic) parameters.
 
-    State: None. Info: ``{"sr_fallback": bool, "sr_eps": float64}``.
+    State: None. Info: ``{"sr_fallback": bool, "sr_eps": the shift (wide dtype)}``.
 
     Raises:
       ValueError: an argument out of range (named).
@@ -238,8 +239,8 @@ def sr(diag_shift=1e-4, diag_scale=0.0, method: str = "auto", rcond: float = 1e-
 
 
 class SpringState(NamedTuple):
-    """State of :func:`spring`: ``previous`` the last direction (P,) float64
-    (complex128 for complex parameters); ``inner`` the wrapped preconditioner's state."""
+    """State of :func:`spring`: ``previous`` the last direction (P,) in the wide dtype
+    (complex for complex parameters); ``inner`` the wrapped preconditioner's state."""
 
     previous: jax.Array
     inner: Any = None
@@ -292,7 +293,7 @@ def spring(inner: Preconditioner, momentum) -> Preconditioner:
     For ``inner = sr(eps)`` this is ``(S + eps)(direction - mu prev) = F - mu S prev``:
     the component of ``prev`` that this step's samples do not determine is kept,
     which averages MinSR's sampling noise over about ``1 / (1 - mu)`` steps.
-    ``jac @ prev`` is accumulated in float64, block by block of rows (no float64
+    ``jac @ prev`` is accumulated in the wide dtype, block by block of rows (no wide
     copy of ``jac``).
 
     Args:
@@ -300,7 +301,7 @@ def spring(inner: Preconditioner, momentum) -> Preconditioner:
       momentum: ``mu``, a number in [0, 1) or a schedule ``step -> mu``.
 
     State: :class:`SpringState` ``(previous, inner_state)``, ``previous`` zeros (P,)
-    float64 at ``init(params)``; one array leaf when the inner state is None (the
+    (wide dtype) at ``init(params)``; one array leaf when the inner state is None (the
     layout of old checkpoints' ``sr_memory``). Info: the inner preconditioner's.
     """
     if not isinstance(inner, Preconditioner):
@@ -342,7 +343,7 @@ def gradient(*, real_params: bool = True) -> Preconditioner:
     For real parameters ``F = (1/2) dE/dtheta`` (energy units per parameter unit), the
     sign convention of :func:`sr`: with ``optax.sgd(lr)`` the driver steps
     ``params - lr * F``. ``real_params=False``: ``Ō^H ē`` (complex parameters).
-    Accumulated in float64 block by block of rows. State: None. Info:
+    Accumulated in the wide dtype block by block of rows. State: None. Info:
     ``{"sr_fallback": False}``.
     """
     return Preconditioner(init=_no_state, update=_GradientUpdate(bool(real_params)))
