@@ -14,9 +14,10 @@ from .conv import (
 )
 from .factory import (
     conv_param_count, count_params, default_conv_architecture, derivative_form, make_conv_nqs, make_rbm_nqs, real_part,
-    sublattice_phases,
+    make_vit_nqs, sublattice_phases,
 )
 from .rbm import RBM, log_cosh
+from .vit import ViT, vit_param_count
 from .symmetrize import (
     Symmetrized,
     group_table,
@@ -40,11 +41,14 @@ __all__ = [
     "log_cosh",
     "make_conv_nqs",
     "make_rbm_nqs",
+    "make_vit_nqs",
     "merge_translation_images",
     "periodic_conv_matrix",
     "periodic_neighbour_table",
     "real_part",
     "sublattice_phases",
     "translation_perms",
+    "ViT",
+    "vit_param_count",
     "weighted_logsumexp",
 ]

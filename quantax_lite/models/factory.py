@@ -331,6 +331,20 @@ def make_conv_nqs(
     return Symmetrized(base, *table)
 
 
+def make_vit_nqs(lattice, symmetry=None, *, patch: int = 2, dim: int = 32, depth: int = 2, heads: int = 4,
+                 dtype=jnp.float32, complex_output: bool = True):
+    """A :class:`~quantax_lite.models.vit.ViT` on ``lattice``'s grid of unit cells (patches
+    of ``patch`` cells along every axis), projected on the sector of ``symmetry`` when given."""
+    from .vit import ViT
+
+    base = ViT(tuple(lattice.shape), n_basis=lattice.n_basis, patch=patch, dim=dim, depth=depth, heads=heads,
+               dtype=dtype, complex_output=complex_output)
+    if symmetry is None:
+        return base
+    perms, flips, chars = _symmetry_table(lattice, symmetry)
+    return Symmetrized(base, perms, flips, chars)
+
+
 def make_rbm_nqs(lattice, symmetry=None, alpha: float = 1, dtype=jnp.float64, complex_output: bool = True):
     """An :class:`RBM`, projected on the sector of ``symmetry`` when given (lattice may be open)."""
     base = RBM(alpha=alpha, dtype=dtype, complex_output=complex_output)
