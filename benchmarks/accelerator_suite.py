@@ -187,10 +187,10 @@ def run_peaks(args) -> dict:
                                    ("float32_highest", jnp.float32, "highest")):
         ka, kb = jax.random.split(jax.random.key(len(out)))
         x, y = jax.random.normal(ka, (n, n), dtype), jax.random.normal(kb, (n, n), dtype)
-        with jax.default_matmul_precision(precision):
+        with jax.default_matmul_precision(precision):  # part of jit's cache key: time inside it
             f = jax.jit(lambda a, b: a @ b)
             f(x, y).block_until_ready()
-        seconds = timed(lambda: f(x, y), max(3, args.repeats))[1]
+            seconds = timed(lambda: f(x, y), max(3, args.repeats))[1]
         out[name] = dict(seconds=seconds, tflops=2.0 * n**3 / seconds / 1e12, precision=precision)
         print(f"peak {name:>16}: {out[name]['tflops']:8.2f} TFLOP/s ({n}^3)", flush=True)
     return out

@@ -65,6 +65,8 @@ import statistics
 import sys
 import time
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 RESULTS = os.path.join(HERE, "results")
@@ -98,7 +100,7 @@ def work_model(recipe) -> dict:
 
     lattice, ham, group = recipe.system()
     arch = default_conv_architecture(lattice)
-    images = 1 if group is None else int(getattr(make_conv_nqs(lattice, group), "n_elements", 1))
+    images = 1 if group is None else int(getattr(make_conv_nqs(lattice, group, dtype=np.float32), "n_elements", 1))
     n = lattice.n_sites
     units = (recipe.samples * images * n * arch["channels"] ** 2 * arch["kernel_size"] ** 2 * max(1, arch["depth"])
              * (max(1, n // 2) + ham.max_conn + 4))
