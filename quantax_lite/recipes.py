@@ -627,13 +627,23 @@ class Recipe:
         Heisenberg with the Marshall sign) in the sector of characters 1 is diagonalized
         without the group (its positive ground state is in that sector). The tabulated
         values (above 20 sites) are global ground states."""
+        return self._reference(lattice, hamiltonian)[0]
+
+    def reference_source(self, lattice=None, hamiltonian=None) -> str | None:
+        """Where :meth:`reference_energy` comes from, in words (None without one)."""
+        return self._reference(lattice, hamiltonian, energy=False)[1]
+
+    def _reference(self, lattice, hamiltonian, energy: bool = True) -> tuple:
+        """(energy or None, source) of :meth:`reference_energy`; ``energy=False`` skips the
+        diagonalization and gives the source only."""
         from . import exact
 
         if lattice is None or hamiltonian is None:
             lattice, hamiltonian, _ = self.system()
         key = (lattice.name, self.hamiltonian, float(getattr(hamiltonian, "J2", 0.0) or 0.0))
         if key in LITERATURE_ENERGY_PER_SITE:
-            return LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites
+            return (LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites,
+                    "literature value (quantax_lite.recipes.LITERATURE_ENERGY_PER_SITE)")
         if lattice.n_sites <= MAX_ED_SITES:
             group = None
             sign_free = self.hamiltonian == "tfim" or (self.hamiltonian == "heisenberg"
@@ -644,9 +654,13 @@ class Recipe:
                 last = self.symmetry_stages()[-1][0]
                 group = _sector_group(lattice, last, self.sector_momentum(lattice), self.spin_parity,
                                       self.rotation_parity)
-            return float(exact.ground_state_energy(hamiltonian, symmetry=group))
+            source = ("exact diagonalization (scipy eigsh) of this lattice, " +
+                      ("without a symmetry sector" if group is None else "in the symmetry sector of the network"))
+            return (float(exact.ground_state_energy(hamiltonian, symmetry=group)) if energy else None), source
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
-        return None if per_site is None else per_site * lattice.n_sites
+        if per_site is None:
+            return None, None
+        return per_site * lattice.n_sites, "tabulated ground state (quantax_lite.exact.REFERENCE_ENERGY_PER_SITE)"
 
     def config(self) -> dict:
         """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint."""

@@ -50,7 +50,8 @@ def format_table(summary: dict) -> str:
         ("parameters", f"{summary['n_params']}"),
         ("energy", f"{summary['energy']:.6f} ± {summary['energy_error']:.6f}"),
         ("energy per site", f"{summary['energy_per_site']:.8f}"),
-        ("exact energy", fmt(summary["exact_energy"], ".6f")),
+        ("exact energy", fmt(summary["exact_energy"], ".6f")
+         + (f" ({summary['exact_energy_source']})" if summary.get("exact_energy_source") else "")),
         ("relative error", fmt(summary["relative_error"], ".2e")),
         ("V-score", f"{summary['v_score']:.2e}"),
         ("E(σ²→0) fit", _extrapolation_cell(summary.get("zero_variance_extrapolation"))),

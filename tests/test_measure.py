@@ -242,10 +242,11 @@ def test_load_run_and_params_only_files(trained, loaded, tmp_path):
     assert loaded.recipe == Recipe(lattice="chain:8", channels=4, depth=1, samples=64, chains=16, lr=0.05,
                                    eval_samples=256, seed=5, phase_rule="none")
     assert int(loaded.state.iteration) == 3 and loaded.path == list_checkpoints(out)[0]
-    with np.load(loaded.path) as data:  # the checkpoint's first leaves are the parameters
-        leaves = jax.tree_util.tree_leaves(loaded.state.params)
-        for i, leaf in enumerate(leaves):
-            np.testing.assert_array_equal(np.asarray(leaf), data[f"leaf_{i:05d}"])
+    with np.load(loaded.path) as data:  # the checkpoint's leaves, keyed by their parameter paths
+        leaves = jax.tree_util.tree_leaves_with_path(loaded.state.params)
+        assert leaves
+        for key_path, leaf in leaves:
+            np.testing.assert_array_equal(np.asarray(leaf), data["state.params" + jax.tree_util.keystr(key_path)])
 
     path = str(tmp_path / "psi.npz")
     save_params(path, loaded.state.params, {"recipe": loaded.recipe.config(), "note": "trained"})

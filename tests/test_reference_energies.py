@@ -157,3 +157,21 @@ def test_square_literature_values_follow_finite_size_scaling():
     assert e_inf == pytest.approx(-0.6694, abs=1e-3)  # the thermodynamic limit (QMC: -0.669437)
     assert abs(e10 + c * (6.0**-3 - 10.0**-3) - e6) <= 3e-4
     assert math.isclose(e6 * 36, -24.4393969, abs_tol=36 * 5e-7)
+
+
+def test_the_summary_names_where_its_reference_energy_comes_from():
+    """Recipe.reference_source names the literature table, a diagonalization (whole space
+    or the network's sector) or the table of tabulated ground states, and None where the
+    library has no reference."""
+    from quantax_lite import Recipe
+    from quantax_lite.report import format_table
+
+    assert "LITERATURE_ENERGY_PER_SITE" in Recipe(lattice="6x6").reference_source()
+    assert "without a symmetry sector" in Recipe(lattice="chain:8").reference_source()
+    assert "symmetry sector of the network" in Recipe(lattice="4x4", hamiltonian="j1j2", J2=0.5).reference_source()
+    assert "REFERENCE_ENERGY_PER_SITE" in Recipe(lattice="triangular:6x6").reference_source()
+    assert Recipe(lattice="8x8").reference_source() is None and Recipe(lattice="8x8").reference_energy() is None
+    summary = dict(hamiltonian="heisenberg", lattice="4x4", n_sites=16, n_params=1, energy=-1.0, energy_error=0.1,
+                   energy_per_site=-0.1, exact_energy=-1.1, exact_energy_source="the source", relative_error=0.1,
+                   v_score=0.1, wall_time_s=1.0, seconds_per_iteration=0.1, device_count=1, process_count=1)
+    assert "-1.100000 (the source)" in format_table(summary)
