@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -88,8 +89,10 @@ class Tuning:
     autotune: with ``conv_form="auto"``, time the candidate convolution forms once per
       machine, shape and library version and use the fastest
       (:func:`quantax_lite.models.conv.conv_form_for`, cached on disk by
-      :mod:`quantax_lite.autotune`; ``QUANTAX_LITE_AUTOTUNE=0`` turns the timing off,
-      leaving the width rule of :func:`conv_form`).
+      :mod:`quantax_lite.autotune`). Off unless ``QUANTAX_LITE_AUTOTUNE=1``: the timing
+      of one layer is a poor proxy for the network (on a 2-core CPU it chose "gather"
+      for the W1 network, whose step then took 906 ms against 97 ms with the width rule
+      of :func:`conv_form`).
     """
 
     conv_form: str = "auto"
@@ -107,7 +110,7 @@ class Tuning:
     matmul_precision: str = "default"
     sr_solve: str = "cholesky_eigh"
     sr_refinement: int = 2
-    autotune: bool = True
+    autotune: bool = False
 
     def __post_init__(self):
         if self.conv_form not in ("auto",) + CONV_FORMS:
@@ -138,9 +141,11 @@ def for_backend(name: str) -> Tuning:
     """
     if name not in BACKENDS:
         raise ValueError(f"name: expected one of {BACKENDS}, got {name!r}")
+    timed = os.environ.get("QUANTAX_LITE_AUTOTUNE", "").strip().lower() in ("1", "true", "on", "yes")
     if name == "cpu":
-        return Tuning()
-    return Tuning(backend=name, device_float64=False, matmul_precision="highest", sr_solve="cholesky_refine")
+        return Tuning(autotune=timed)
+    return Tuning(backend=name, device_float64=False, matmul_precision="highest", sr_solve="cholesky_refine",
+                  autotune=timed)
 
 
 _CURRENT = contextvars.ContextVar("quantax_lite_tuning", default=None)
