@@ -91,7 +91,7 @@ class Tuning:
       (:func:`quantax_lite.models.conv.conv_form_for`, cached on disk by
       :mod:`quantax_lite.autotune`). Off unless ``QUANTAX_LITE_AUTOTUNE=1``: the timing
       of one layer is a poor proxy for the network (on a 2-core CPU it chose "gather"
-      for the W1 network, whose step then took 906 ms against 97 ms with the width rule
+      for the W1 network, whose step then took 906 ms against 98 ms with the width rule
       of :func:`conv_form`).
     """
 
