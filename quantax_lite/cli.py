@@ -57,8 +57,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _version() -> str:
+    """The installed package's version ("unknown" when run from a source tree not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("quantax_lite")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="quantax-lite", description="Neural quantum states by variational Monte Carlo.")
+    parser.add_argument("--version", action="version", version=f"quantax-lite {_version()}")
     subparsers = parser.add_subparsers(dest="command")
     t = subparsers.add_parser(
         "train", help="train a neural quantum state (default: 4x4 Heisenberg)",

@@ -261,3 +261,14 @@ def test_other_flock_errors_still_raise(tmp_path, monkeypatch):
         with pytest.raises(OSError):
             with lock_run_folder(tmp_path / "run"):
                 pass
+
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    from quantax_lite import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser().parse_args(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"quantax-lite {version('quantax_lite')}"
