@@ -439,7 +439,6 @@ def abstract_inputs(model, lattice, mesh, per_device: int):
 
 def run_topologies(spec: dict) -> list[dict]:
     """Compile (not run) every case for compile-only CUDA topologies."""
-    from quantax_lite import count_params
     from quantax_lite.utils import make_precompile_mesh
 
     target = None
@@ -457,22 +456,32 @@ def run_topologies(spec: dict) -> list[dict]:
             continue
         D = mesh.devices.size
         kind = mesh.devices.flat[0].device_kind
-        for conv in spec["convs"]:
-            model, lattice = network_of(spec)
-            params, samples, shapes = abstract_inputs(model, lattice, mesh, spec["per_device"])
-            for c in chunk_sizes_of(spec, conv):
-                for sb in MODES:
-                    row = dict(topology=topo, devices=D, device_kind=kind, conv=conv, lattice=lattice.name,
-                               n_params=count_params(shapes), n_images=_n_images(model),
-                               n_samples=samples.shape[0], chunk_size=c, shard_batch=sb)
-                    try:
-                        compiled, t = compile_jacobian(model.apply, params, samples, mesh, c, sb, conv)
-                        row.update(compiled_stats(compiled), compile_s=round(t, 2))
-                    except Exception as err:
-                        row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"
-                    rows.append(row)
-                    print(format_row(row), flush=True)
+        for row, (apply, params, samples, c, sb, conv) in mesh_cases(spec, topo, mesh, D, kind):
+            try:
+                compiled, t = compile_jacobian(apply, params, samples, mesh, c, sb, conv)
+                row.update(compiled_stats(compiled), compile_s=round(t, 2))
+            except Exception as err:
+                row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:400]}"
+            rows.append(row)
+            print(format_row(row), flush=True)
     return rows
+
+
+def mesh_cases(spec: dict, topo: str, mesh, devices: int, kind: str):
+    """Every (row, compile arguments) of one mesh: each convolution form of ``spec``, its chunk
+    sizes, both modes (GSPMD, shard_map); the row holds what identifies the case.
+    Compile arguments: ``(apply, params, samples, chunk_size, shard_batch, conv)``."""
+    from quantax_lite import count_params
+
+    for conv in spec["convs"]:
+        model, lattice = network_of(spec)
+        params, samples, shapes = abstract_inputs(model, lattice, mesh, spec["per_device"])
+        for c in chunk_sizes_of(spec, conv):
+            for sb in MODES:
+                row = dict(topology=topo, devices=devices, device_kind=kind, conv=conv, lattice=lattice.name,
+                           n_params=count_params(shapes), n_images=_n_images(model),
+                           n_samples=samples.shape[0], chunk_size=c, shard_batch=sb)
+                yield row, (model.apply, params, samples, c, sb, conv)
 
 
 def tpu_cases(spec: dict, chips, mesh_of=None, lowering_platforms=None, device_assignment_of=None) -> list:
@@ -524,17 +533,10 @@ def tpu_cases(spec: dict, chips, mesh_of=None, lowering_platforms=None, device_a
         else:
             kind = mesh.devices.flat[0].device_kind
         assignment = None if device_assignment_of is None else device_assignment_of(D)
-        for conv in spec["convs"]:
-            model, lattice = network_of(spec)
-            params, samples, shapes = abstract_inputs(model, lattice, mesh, spec["per_device"])
-            for c in chunk_sizes_of(spec, conv):
-                for sb in MODES:
-                    row = dict(topology=topo, devices=D, device_kind=kind, conv=conv, lattice=lattice.name,
-                               n_params=count_params(shapes), n_images=_n_images(model),
-                               n_samples=samples.shape[0], chunk_size=c, shard_batch=sb)
-                    build = functools.partial(compile_jacobian, model.apply, params, samples, mesh, c, sb, conv,
-                                              lowering_platforms, assignment)
-                    cases.append((row, build, None))
+        for row, (apply, params, samples, c, sb, conv) in mesh_cases(spec, topo, mesh, D, kind):
+            build = functools.partial(compile_jacobian, apply, params, samples, mesh, c, sb, conv,
+                                      lowering_platforms, assignment)
+            cases.append((row, build, None))
     # the cheapest and most telling first, in case the deadline comes: lax before gather,
     # small chunks first, the chip before the slices, small slices first
     order = {id(case): i for i, case in enumerate(cases)}
