@@ -11,6 +11,11 @@ float32-accurate, as "highest" products are on a TPU).
 
     python benchmarks/sr_precision.py [--steps N] [--json PATH]
 
+On an accelerator the Jacobian, the local energies and the accelerator record's solves are
+the device's; the references are NumPy's on the host, and ``host_float64`` times the
+alternative of solving there: the Jacobian fetched from the device, the centred Gram
+matrix formed and solved in float64 by NumPy, the direction put back.
+
 Prints a table and writes benchmarks/results/sr_precision.json (or ``--json``).
 """
 from __future__ import annotations
@@ -61,6 +66,38 @@ def float32_cholesky_float64_residual(o: np.ndarray, e: np.ndarray, shift: float
     return o_bar.T @ y.astype(np.float64)
 
 
+def float32_cholesky_float32_residual(o: np.ndarray, e: np.ndarray, shift: float, steps: int = 2) -> np.ndarray:
+    """The accelerator record in NumPy float32: Gram, Cholesky and refinement residuals."""
+    n = len(e)
+    o32 = ((o - o.mean(0)) / np.sqrt(n)).astype(np.float32)
+    e32 = ((e - e.mean()) / np.sqrt(n)).astype(np.float32)
+    a32 = o32 @ o32.T + np.float32(shift) * np.eye(n, dtype=np.float32)
+    factor = sl.cholesky(a32, lower=True)
+    y = sl.cho_solve((factor, True), e32)
+    for _ in range(steps):
+        y = y + sl.cho_solve((factor, True), e32 - a32 @ y)
+    return o32.T.astype(np.float64) @ y.astype(np.float64)
+
+
+def host_float64_seconds(jac_device, e: np.ndarray, shift: float, repeats: int = 3) -> float:
+    """Median seconds of the host float64 MinSR solve of a device Jacobian (fetch, centred
+    Gram matrix, Cholesky, direction put back on the device)."""
+    import time
+
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        o = np.asarray(jax.device_get(jac_device), np.float64)
+        n = len(e)
+        o_bar = (o - o.mean(0)) / np.sqrt(n)
+        gram = o_bar @ o_bar.T
+        gram[np.diag_indices(n)] += shift
+        y = sl.cho_solve(sl.cho_factor(gram, lower=True), (e - e.mean()) / np.sqrt(n))
+        jax.block_until_ready(jax.device_put((o_bar.T @ y).astype(np.float32)))
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=0, help="training steps before the Jacobian (default 0)")
@@ -74,20 +111,28 @@ def main(argv=None):
     _, values = step_parts(r.vmc, state, args.samples)
     o, e = np.asarray(values["jac"]), np.real(np.asarray(values["e_loc"]))
     rows = []
+    accelerator = jax.default_backend() != "cpu"
     for shift in SHIFTS:
         ref = dense_minsr(o.astype(np.float64), e, shift)
 
         def error(d):
             return float(np.linalg.norm(np.asarray(d, np.float64) - ref) / np.linalg.norm(ref))
 
-        row = dict(diag_shift=shift, cpu_record=error(sr_direction(jnp.asarray(o), jnp.asarray(e), diag_shift=shift)),
-                   float32_cholesky_float64_residual=error(float32_cholesky_float64_residual(o, e, shift)))
+        row = dict(diag_shift=shift,
+                   float32_cholesky_float64_residual=error(float32_cholesky_float64_residual(o, e, shift)),
+                   numpy_float32_refine_2=error(float32_cholesky_float32_residual(o, e, shift)))
+        if accelerator:  # the device's own record (the CPU record would put float64 on the device)
+            row["backend_record"] = error(sr_direction(values["jac"], jnp.asarray(e, jnp.float32), diag_shift=shift))
+            row["host_float64_s"] = host_float64_seconds(values["jac"], e, shift)
+        else:
+            row["cpu_record"] = error(sr_direction(jnp.asarray(o), jnp.asarray(e), diag_shift=shift))
         for steps in (0, 1, 2, 3):
-            with tuning.using(tuning.for_backend("tpu")), tuning.override(sr_refinement=steps):
-                d = sr_direction(jnp.asarray(o), jnp.asarray(e, jnp.float32), diag_shift=shift)
+            with tuning.using(tuning.for_backend("gpu" if jax.default_backend() == "gpu" else "tpu")), \
+                    tuning.override(sr_refinement=steps):
+                d = sr_direction(jnp.asarray(o, jnp.float32), jnp.asarray(e, jnp.float32), diag_shift=shift)
             row[f"accelerator_record_refine_{steps}"] = error(d)
         rows.append(row)
-        print(f"shift {shift:g}: " + ", ".join(f"{k} {v:.2e}" for k, v in row.items() if k != "diag_shift"))
+        print(f"shift {shift:g}: " + ", ".join(f"{k} {v:.2e}" for k, v in row.items() if k != "diag_shift"), flush=True)
     result = dict(benchmark="sr_precision", lattice="4x4", n_samples=args.samples, n_params=int(o.shape[1]),
                   trained_steps=args.steps, method="minsr", reference="all-float64 dense MinSR (NumPy)",
                   measure="relative error ||d - d_ref|| / ||d_ref||", rows=rows, **platform_info())

@@ -365,6 +365,14 @@ class VMC:
 
         return step
 
+    def step_program(self, state: VMCState):
+        """The jitted program :attr:`step` runs for ``state`` (its chunks chosen as the step
+        chooses them; after a step of these shapes, the same compiled program): read its
+        cost or memory with ``.lower(state).compile()`` (``cost_analysis()``,
+        ``memory_analysis()``), or its jaxpr with ``.trace(state)``."""
+        sizes = self._step_chunk_sizes(state) if self.auto_chunks else ChunkSizes(self.chunk_size, self.chunk_size)
+        return self._step_fn(sizes)
+
     def _step_chunk_sizes(self, state: VMCState) -> ChunkSizes:
         """The step's chunks: the preferred ones when the whole step compiled with them fits
         the budget (checked once per parameter shapes), else :meth:`chunk_sizes`."""
