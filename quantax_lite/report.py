@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 __all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run", "energy_unit", "running_mean", "zero_variance_of_run",
-           "plot_structure_factor", "plot_correlations", "write_observables"]
+           "plot_structure_factor", "plot_correlations", "write_observables", "system_title", "readable_title",
+           "lattice_description", "host_description", "timing_note", "correlation_signs"]
 
 
 def write_json(path: str, obj: dict) -> None:
@@ -116,25 +118,31 @@ def _order_cell(summary: dict) -> str:
 
 
 def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, n_sites: int | None = None,
-                final: tuple[float, float] | None = None, unit: str = "units of J") -> None:
+                final: tuple[float, float] | None = None, unit: str = "units of J", note: str | None = None) -> None:
     """energy.png: the total energy per step (points with error bars) and its running mean
     over the last 5% of the steps (at least 5) with a ±1 error band; the exact energy as a
     dashed line and the final estimate ``final = (energy, error)`` (fresh samples) as a
-    marker with its error bar at the last step; below, the relative error to the exact
-    energy (when known) and the V-score N Var(E) / E² (``n_sites`` given) or the variance,
-    both on log scales. ``unit`` names the energy unit on the axes (:func:`energy_unit`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    marker with its error bar at the last step. The energy axis spans the last 90% of the
+    steps with their error bars (the first steps, far above, are counted in the legend, not
+    squeezed in). Below, when the exact energy is known, the **signed** relative error
+    ``(E − E_exact) / |E_exact|`` of the steps and of the running mean (with its band) on a
+    symmetric-log axis, linear within about one error bar of zero: noise around the exact
+    energy shows as noise, not as dips of a logarithm, and an energy below the exact one
+    (not variational: a bug) stays visible below the zero line. Last, the V-score
+    N Var(E) / E² (``n_sites`` given) or the variance on a log scale. ``unit`` names the
+    energy unit on the axes (:func:`energy_unit`); an internal title such as
+    ``"heisenberg 4x4"`` is drawn readable (:func:`readable_title`); ``note`` (e.g. the wall
+    time and the host, :func:`timing_note`) is written under the figure."""
+    plt = _pyplot()
     import numpy as np
 
     it = np.array([r["iteration"] for r in log])
     e = np.array([r["energy"] for r in log], float)
     err = np.array([np.nan if r.get("energy_error") is None else r["energy_error"] for r in log], float)
     var = np.array([np.nan if r.get("variance") is None else r["variance"] for r in log], float)
+    err0 = np.nan_to_num(err)
     window = max(5, len(e) // 20)
-    mean, mean_err = running_mean(e, np.nan_to_num(err), window)
+    mean, mean_err = running_mean(e, err0, window)
     panels = ["energy"] + (["relative"] if exact is not None else []) + ["spread"]
     fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 2.2 + 2.0 * len(panels)), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [2] + [1] * (len(panels) - 1)})
@@ -147,24 +155,46 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     if final is not None:
         ax.errorbar([it[-1]], [final[0]], yerr=[final[1]], fmt="D", ms=5, color="C3", capsize=4, zorder=5,
                     label=f"final {final[0]:.6f} ± {final[1]:.6f}")
-    # the last 90% of the steps set the scale (the first ones are far above)
-    tail = e[len(e) // 10:] if len(e) >= 10 else e
-    lo, hi = float(np.min(tail)), float(np.max(tail))
+    # the last 90% of the steps, with their error bars, set the scale (the first ones are far above)
+    first = len(e) // 10 if len(e) >= 10 else 0
+    lo = float(np.min(e[first:] - err0[first:]))
+    hi = float(np.max(e[first:] + err0[first:]))
     if exact is not None:
-        lo = min(lo, exact)
+        lo, hi = min(lo, exact), max(hi, exact)
+    if final is not None:
+        lo, hi = min(lo, final[0] - final[1]), max(hi, final[0] + final[1])
     pad = max(0.05 * (hi - lo), 1e-3 * max(abs(lo), 1e-12))
     ax.set_ylim(lo - pad, hi + pad)
+    above = int(np.sum(e + err0 > hi + pad))
+    if above:  # say what the range leaves out
+        ax.plot([], [], " ", label=f"{above} early step(s) above the range")
     ax.set_ylabel(f"total energy\n[{unit}]")
-    ax.set_title(title)
+    ax.set_title(readable_title(title))
     ax.legend(fontsize=7)
     row = 1
     if exact is not None:
-        rel = np.maximum(np.abs((e - exact) / exact), 1e-16)  # log scale: no zeros
-        axes[row, 0].semilogy(it, rel, ".", ms=2, color="0.6")
-        axes[row, 0].semilogy(it, np.maximum(np.abs((mean - exact) / exact), 1e-16), color="C0", lw=1.2)
+        ax = axes[row, 0]
+        scale = abs(exact) if exact else 1.0
+        rel, rel_mean, rel_band = (e - exact) / scale, (mean - exact) / scale, mean_err / scale
+        linthresh = _linear_threshold(rel_band[-max(1, window):], rel_mean[-max(1, window):])
+        ax.plot(it, rel, ".", ms=2, color="0.6", label="each step")
+        ax.plot(it, rel_mean, color="C0", lw=1.2, label="running mean")
+        ax.fill_between(it, rel_mean - rel_band, rel_mean + rel_band, color="C0", alpha=0.3, lw=0)
+        ax.axhline(0.0, color="k", lw=1, ls="--")
+        values = [rel, rel_mean - rel_band, rel_mean + rel_band]
         if final is not None:
-            axes[row, 0].semilogy([it[-1]], [max(abs((final[0] - exact) / exact), 1e-16)], "D", ms=5, color="C3")
-        axes[row, 0].set_ylabel("|E − E_exact| / |E_exact|")
+            f_rel, f_err = (final[0] - exact) / scale, final[1] / scale
+            ax.errorbar([it[-1]], [f_rel], yerr=[f_err], fmt="D", ms=5, color="C3", capsize=4, zorder=5,
+                        label="final")
+            values.append(np.array([f_rel - f_err, f_rel + f_err]))
+        ax.set_yscale("symlog", linthresh=linthresh)
+        every = np.concatenate([np.ravel(v) for v in values])
+        every = every[np.isfinite(every)]
+        top = max(float(every.max()), linthresh) * 2.0
+        bottom = min(float(every.min()) * 2.0, -linthresh) if every.min() < 0 else -linthresh
+        ax.set_ylim(bottom, top)
+        ax.set_ylabel(f"(E − E_exact) / |E_exact|\n(linear within ±{linthresh:.0e})", fontsize=8)
+        ax.legend(fontsize=6, loc="upper right")
         row += 1
     ax = axes[row, 0]
     if n_sites is not None:
@@ -178,9 +208,29 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     if ok.any():
         ax.semilogy(it[ok], spread[ok], ".", ms=2, color="C2")
     axes[-1, 0].set_xlabel("iteration")
-    fig.tight_layout()
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=7, color="0.3", va="bottom")
+    fig.tight_layout(rect=(0, 0.025 if note else 0, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _linear_threshold(bands, values) -> float:
+    """The linear half-width of the symmetric-log axis of a signed relative error: the power
+    of ten at or above twice the running mean's error bar at the end (sampled runs: the
+    noise of the last steps lies in the linear part), else at or below the smallest nonzero
+    |value| at the end (exact sums, no error bar); within [1e-15, 1e-1]."""
+    import numpy as np
+
+    bands = np.asarray(bands, float)
+    bands = bands[np.isfinite(bands) & (bands > 0)]
+    if len(bands):
+        power = math.ceil(math.log10(2.0 * float(np.median(bands))))
+    else:
+        v = np.abs(np.asarray(values, float))
+        v = v[np.isfinite(v) & (v > 0)]
+        power = math.floor(math.log10(float(v.min()))) if len(v) else -15
+    return float(min(max(10.0**power, 1e-15), 1e-1))
 
 
 def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: int = 0) -> dict | None:
@@ -207,15 +257,114 @@ def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: 
 
 
 def finish_run(out_dir: str, summary: dict, exact: float | None) -> None:
-    """``summary.json`` and ``energy.png`` (of the finite steps of ``log.jsonl``) in ``out_dir``."""
+    """``summary.json`` and ``energy.png`` (of the finite steps of ``log.jsonl``) in ``out_dir``;
+    the plot's title names the system (:func:`system_title`) and its footer the wall time
+    and the host (:func:`timing_note`)."""
     from .run_folder import read_log
 
     write_json(os.path.join(out_dir, "summary.json"), summary)
     log = [r for r in read_log(os.path.join(out_dir, "log.jsonl")) if r.get("energy") is not None]
     if log:
         final = (summary["energy"], summary["energy_error"]) if summary.get("energy") is not None else None
-        plot_energy(os.path.join(out_dir, "energy.png"), log, exact, f"{summary['hamiltonian']} {summary['lattice']}",
-                    n_sites=summary.get("n_sites"), final=final, unit=energy_unit(summary["hamiltonian"]))
+        title = system_title(summary["hamiltonian"], summary["lattice"], J2=summary.get("J2"), h=summary.get("h"))
+        plot_energy(os.path.join(out_dir, "energy.png"), log, exact, title,
+                    n_sites=summary.get("n_sites"), final=final, unit=energy_unit(summary["hamiltonian"]),
+                    note=timing_note(summary))
+
+
+# ------------------------------------------------------------------ readable names
+_MODELS = {"heisenberg": "Heisenberg model", "j1j2": "J1-J2 model", "tfim": "transverse-field Ising model"}
+_TITLE = re.compile(r"^\s*(heisenberg|j1j2|tfim)\s+(\S+)(.*)$", re.S)
+
+
+def _parse_lattice_name(name: str):
+    """The :class:`~quantax_lite.lattice.Lattice` of a ``Lattice.name`` (``"4x4"``,
+    ``"chain:20"``, ``"kagome:2x3"``, with ``":open"`` for open boundaries); None when the
+    name is not one."""
+    import dataclasses
+
+    from .recipes import parse_lattice
+
+    if not isinstance(name, str):
+        return None
+    open_ = name.endswith(":open")
+    try:
+        lattice = parse_lattice(name[: -len(":open")] if open_ else name)
+    except ValueError:
+        return None
+    return dataclasses.replace(lattice, pbc=False) if open_ else lattice
+
+
+def lattice_description(name: str) -> str:
+    """``"4×4 square lattice, 16 sites"``, ``"chain of 20 sites"``, ``"kagome lattice, 2×3
+    cells, 18 sites"`` (``", open boundaries"`` when open); the name itself when it is none."""
+    lattice = _parse_lattice_name(name)
+    if lattice is None:
+        return str(name)
+    grid = "×".join(str(L) for L in lattice.shape)
+    if lattice.ndim == 1:
+        text = f"chain of {lattice.n_sites} sites"
+    elif lattice.is_hypercubic:
+        text = f"{grid} square lattice, {lattice.n_sites} sites"
+    elif lattice.n_basis == 1:
+        text = f"{grid} {lattice.kind} lattice, {lattice.n_sites} sites"
+    else:
+        text = f"{lattice.kind} lattice, {grid} cells, {lattice.n_sites} sites"
+    return text + ("" if lattice.pbc else ", open boundaries")
+
+
+def system_title(hamiltonian: str, lattice: str, *, J2: float | None = None, h: float | None = None) -> str:
+    """The system in words: ``"Heisenberg model, 4×4 square lattice, 16 sites"``, ``"J1-J2
+    model (J2 = 0.5), ..."``, ``"transverse-field Ising model (h = 1), ..."``."""
+    model = _MODELS.get(hamiltonian, str(hamiltonian))
+    if hamiltonian == "j1j2" and J2 is not None:
+        model += f" (J2 = {J2:g})"
+    if hamiltonian == "tfim" and h is not None:
+        model += f" (h = {h:g})"
+    return f"{model}, {lattice_description(lattice)}"
+
+
+def readable_title(title: str, obs: dict | None = None) -> str:
+    """A title given as internal keys, ``"<hamiltonian> <lattice name><rest>"`` (e.g.
+    ``"heisenberg 4x4, step 600"``), in words (:func:`system_title`, the couplings from
+    ``obs["run"]["recipe"]`` where the observables carry them); any other title unchanged."""
+    m = _TITLE.match(str(title))
+    if not m or _parse_lattice_name(m.group(2).rstrip(",")) is None:
+        return str(title)
+    recipe = ((obs or {}).get("run") or {}).get("recipe") or {}
+    lattice = m.group(2).rstrip(",")
+    rest = m.group(3) if not m.group(2).endswith(",") else "," + m.group(3)
+    return system_title(m.group(1), lattice, J2=recipe.get("J2"), h=recipe.get("h")) + rest
+
+
+def host_description() -> str:
+    """The machine this process runs on, e.g. ``"2-core x86_64 CPU"``, with the accelerator
+    when jax (already imported) uses one: ``"1 × TPU v5 lite, 13-core x86_64 CPU"``."""
+    import platform
+    import sys
+
+    text = f"{os.cpu_count()}-core {platform.machine() or 'unknown'} CPU"
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            devices = jax.devices()
+        except RuntimeError:  # no backend could start
+            return text
+        if devices and devices[0].platform != "cpu":
+            text = f"{len(devices)} × {devices[0].device_kind}, " + text
+    return text
+
+
+def timing_note(summary: dict, host: str | None = None) -> str | None:
+    """``"wall time 12.3 s (45 ms per step) on 2-core x86_64 CPU"`` of a summary (the host:
+    ``summary["host"]``, else ``host``, else this machine's, :func:`host_description`);
+    None without a wall time."""
+    wall = summary.get("wall_time_s")
+    if wall is None:
+        return None
+    per = summary.get("seconds_per_iteration")
+    step = "" if per is None else f" ({per * 1e3:.0f} ms per step)"
+    return f"wall time {wall:.1f} s{step} on {summary.get('host') or host or host_description()}"
 
 
 def _pyplot():
@@ -227,53 +376,174 @@ def _pyplot():
     return plt
 
 
-def plot_structure_factor(path: str, obs: dict, title: str) -> None:
-    """structure_factor.png: S(q) of a :func:`quantax_lite.observables.measure` dict. On a
-    2D lattice whose momenta form a grid, a heat map over the Brillouin zone (one cell per
-    momentum of the cluster, q in (-π, π]) with (π, π) and (π, 0) marked and the largest
-    value named; other momentum sets as coloured points; in 1D, S(q) with error bars."""
+# ------------------------------------------------------------------ observables' plots
+def _lattice_of(obs: dict, lattice=None):
+    """The lattice of a :func:`quantax_lite.observables.measure` dict (its ``"lattice"``
+    record, by name) or ``lattice`` when given; None when neither says (no sublattice
+    signs, no zone then). A lattice whose site count differs from ``obs["n_sites"]``:
+    ValueError naming ``lattice``."""
+    if lattice is None:
+        info = obs.get("lattice") or {}
+        lattice = _parse_lattice_name(info.get("name"))
+        if lattice is not None and info.get("pbc") is False and lattice.pbc:
+            import dataclasses
+
+            lattice = dataclasses.replace(lattice, pbc=False)
+    if lattice is not None and obs.get("n_sites") is not None and lattice.n_sites != obs["n_sites"]:
+        raise ValueError(f"lattice: {lattice.name} has {lattice.n_sites} sites, the observables {obs['n_sites']}")
+    return lattice
+
+
+def correlation_signs(lattice, r) -> tuple[str, object]:
+    """How the correlations ``C(r)`` at the displacements ``r`` ``(n_r, ndim)`` (minimum
+    image, as :func:`quantax_lite.observables.correlation_vs_distance` gives them) may be
+    read on ``lattice``:
+
+    * ``("staggered", eps)``: a bipartite lattice (:attr:`Lattice.is_bipartite`: the square
+      lattice and the chain with even periodic sides, the honeycomb lattice); ``eps[k]`` is
+      ``+1`` when the pairs at ``r[k]`` join sites of one sublattice, ``-1`` when they join
+      the two; ``eps C(r)`` tends to ``m²`` in a Néel state;
+    * ``("sublattice", same)``: a lattice that is not bipartite but whose sublattice labels
+      (:attr:`Lattice.sublattice`: the three of the 120-degree state on the triangular
+      lattice, the basis sites of the kagome lattice) are the same for all pairs at each
+      ``r``; ``same[k]`` says whether they are one sublattice. No sign is implied;
+    * ``("none", None)``: no lattice, labels that mix at some ``r`` (e.g. a triangular
+      cluster whose sides 3 does not divide), or an ``r`` that no pair of sites has.
+    """
     import numpy as np
 
+    if lattice is None:
+        return "none", None
+    r = np.asarray(r, float).reshape(len(r), -1)
+    n = lattice.n_sites
+    a, b = (x.reshape(-1) for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    d = np.round(np.asarray(lattice.displacement(a, b), float), 6) + 0.0
+    key = {tuple(v): k for k, v in enumerate(np.round(r, 6) + 0.0)}
+    sub = np.asarray(lattice.sublattice)
+    same = np.full(len(r), -1)
+    for row, i, j in zip(d, a, b):
+        k = key.get(tuple(row))
+        if k is None:  # a displacement not drawn
+            continue
+        flag = int(sub[i] == sub[j])
+        if same[k] not in (-1, flag):
+            return "none", None
+        same[k] = flag
+    if np.any(same < 0):
+        return "none", None
+    if lattice.is_bipartite:
+        return "staggered", np.where(same == 1, 1.0, -1.0)
+    return "sublattice", same.astype(bool)
+
+
+def _values(seq):
+    import numpy as np
+
+    return None if seq is None else np.array([np.nan if v is None else v for v in seq], float)
+
+
+def _limits_with_bars(ax, y, err, axis="y", pad=0.08):
+    """Axis limits that hold every point with its full error bar (never a clipped bar)."""
+    import numpy as np
+
+    y = np.asarray(y, float)
+    e = np.zeros_like(y) if err is None else np.nan_to_num(np.asarray(err, float))
+    lo, hi = np.nanmin(y - e), np.nanmax(y + e)
+    span = max(hi - lo, 1e-12 * max(abs(lo), abs(hi), 1.0))
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(lo - pad * span, hi + pad * span)
+
+
+def plot_structure_factor(path: str, obs: dict, title: str, *, lattice=None) -> None:
+    """structure_factor.png: S(q) of a :func:`quantax_lite.observables.measure` dict.
+
+    In 1D, S(q) with error bars against q, the zone centre Γ and edge X = π marked. In 2D,
+    the first Brillouin zone of the lattice (from its reciprocal vectors,
+    :mod:`quantax_lite.brillouin`) drawn with its high-symmetry points marked and named:
+    Γ, X, M on the square lattice, Γ, K, M on the triangular, honeycomb and kagome lattices.
+    On a lattice of one site per cell S(q) is periodic in the reciprocal lattice: every
+    momentum is drawn at each of its images in the closed first zone (several for one on
+    the zone's edge: q = π also at −π); on a lattice with a basis (honeycomb, kagome) S(q)
+    is not periodic, and the momenta are drawn where measured. On the square lattice, a
+    heat map (one cell per momentum, the outer cells ending on the zone's edges); on the
+    others coloured points. The title names the system
+    (:func:`readable_title`) and the largest S(q), with the high-symmetry point where it
+    lies on one. ``lattice``: default the one ``obs`` names (``obs["lattice"]["name"]``)."""
+    import numpy as np
+
+    from .brillouin import high_symmetry_points, zone_corners, zone_images
+
     plt = _pyplot()
+    lattice = _lattice_of(obs, lattice)
+    title = readable_title(title, obs)
     sf = obs["structure_factor"]
-    q = np.asarray(sf["q"], float).reshape(len(sf["mean"]), -1)
-    mean = np.array([np.nan if v is None else v for v in sf["mean"]], float)
-    error = None if sf.get("error") is None else np.array([np.nan if v is None else v for v in sf["error"]])
-    fig, ax = plt.subplots(figsize=(5.6, 4.6))
-    if q.shape[1] == 1 or np.allclose(q[:, 1:], q[:1, 1:]):
+    mean = _values(sf["mean"])
+    q = np.asarray(sf["q"], float).reshape(len(mean), -1)
+    error = _values(sf.get("error"))
+    fig, ax = plt.subplots(figsize=(5.8, 5.0))
+    one_d = q.shape[1] == 1 or np.allclose(q[:, 1:], q[:1, 1:])
+    if one_d:
         order = np.argsort(q[:, 0])
         ax.errorbar(q[order, 0], mean[order], yerr=None if error is None else error[order], fmt="o-", ms=4,
                     capsize=3)
-        ax.set_xlabel("q (along the chain)")
+        _limits_with_bars(ax, mean[order], None if error is None else error[order])
+        ax.set_xlabel("q (along the chain, 1 / lattice spacing)")
         ax.set_ylabel("S(q)")
-        ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi], ["−π", "−π/2", "0", "π/2", "π"])
+        ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi], ["−π (X)", "−π/2", "0 (Γ)", "π/2", "π (X)"])
+        ax.set_title(title, fontsize=9)
     else:
-        qx, qy = np.unique(np.round(q[:, 0], 9)), np.unique(np.round(q[:, 1], 9))
-        if len(qx) * len(qy) == len(q):
+        points = {}
+        if lattice is not None and lattice.ndim == 2:
+            points = high_symmetry_points(lattice)
+        if lattice is not None and lattice.ndim == 2 and lattice.n_basis == 1:
+            # S(q + G) = S(q): every momentum at each of its images in the closed first zone
+            images = zone_images(q, lattice)
+            idx, shown = np.array([n for n, _ in images]), np.array([k for _, k in images])
+        else:  # a basis: S(q) is not periodic in the reciprocal lattice; the momenta as measured
+            idx, shown = np.arange(len(q)), q
+        qx, qy = np.unique(np.round(shown[:, 0], 9)), np.unique(np.round(shown[:, 1], 9))
+        if (lattice is None or lattice.is_hypercubic) and len(qx) * len(qy) == len(shown):
             grid = np.full((len(qy), len(qx)), np.nan)
-            grid[np.searchsorted(qy, np.round(q[:, 1], 9)), np.searchsorted(qx, np.round(q[:, 0], 9))] = mean
+            grid[np.searchsorted(qy, np.round(shown[:, 1], 9)), np.searchsorted(qx, np.round(shown[:, 0], 9))] = \
+                mean[idx]
+            # cells between the momenta, the outer ones ending on the zone's edges (q = ±π)
+            bound = np.pi if lattice is not None else None
 
             def edges(v):
                 if len(v) == 1:
                     return np.array([v[0] - np.pi, v[0] + np.pi])
                 mid = (v[1:] + v[:-1]) / 2
-                return np.concatenate([[2 * v[0] - mid[0]], mid, [2 * v[-1] - mid[-1]]])
+                lo, hi = 2 * v[0] - mid[0], 2 * v[-1] - mid[-1]
+                if bound is not None:
+                    lo, hi = max(lo, -bound), min(hi, bound)
+                return np.concatenate([[lo], mid, [hi]])
 
             im = ax.pcolormesh(edges(qx), edges(qy), grid, cmap="viridis", shading="flat")
         else:
-            im = ax.scatter(q[:, 0], q[:, 1], c=mean, s=120, cmap="viridis", edgecolors="k", linewidths=0.3)
+            im = ax.scatter(shown[:, 0], shown[:, 1], c=mean[idx], s=110, cmap="viridis", edgecolors="k",
+                            linewidths=0.3, zorder=3)
         fig.colorbar(im, ax=ax, label="S(q)")
-        for point, label in (((np.pi, np.pi), "(π,π)"), ((np.pi, 0.0), "(π,0)")):
-            ax.plot(*point, "w+", ms=10, mew=1.5)
-            ax.annotate(label, point, xytext=(-28, -14), textcoords="offset points", color="w", fontsize=8)
+        if points:
+            corners = zone_corners(lattice)
+            ring = np.concatenate([corners, corners[:1]])
+            ax.plot(ring[:, 0], ring[:, 1], color="0.25", lw=1.0, ls="-", label="first Brillouin zone", zorder=4)
+            for name, k in points.items():
+                ax.plot(k[0], k[1], "+", color="r", ms=11, mew=1.8, zorder=5)
+                ax.annotate(name, (k[0], k[1]), xytext=(5, 4), textcoords="offset points", color="r",
+                            fontsize=11, fontweight="bold", zorder=6)
+            ax.legend(fontsize=7, loc="lower left")
+            span = np.concatenate([shown, corners])
+            lo, hi = span.min(axis=0), span.max(axis=0)
+            pad = 0.15 * (hi - lo).max()
+            ax.set_xlim(lo[0] - pad, hi[0] + pad)
+            ax.set_ylim(lo[1] - pad, hi[1] + pad)
         k = int(np.nanargmax(mean))
         err = "" if error is None or not np.isfinite(error[k]) else f" ± {error[k]:.3f}"
-        ax.set_title(f"{title}\nmax S(q) = {mean[k]:.3f}{err} at q = ({q[k, 0]:.3f}, {q[k, 1]:.3f})", fontsize=9)
-        ax.set_xlabel("q_x")
+        at = _point_name(q[k], points, lattice)
+        ax.set_title(f"{title}\nmax S(q) = {mean[k]:.3f}{err} at q = ({q[k, 0]:.3f}, {q[k, 1]:.3f}){at}",
+                     fontsize=9)
+        ax.set_xlabel("q_x (1 / nearest-neighbour distance)")
         ax.set_ylabel("q_y")
         ax.set_aspect("equal")
-    if q.shape[1] == 1 or np.allclose(q[:, 1:], q[:1, 1:]):
-        ax.set_title(title)
     fig.text(0.01, 0.01, "S(q) = (1/N) Σ_ij e^{iq·(r_i−r_j)} ⟨S_i·S_j⟩, spin-1/2 units", fontsize=7,
              color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
@@ -281,47 +551,96 @@ def plot_structure_factor(path: str, obs: dict, title: str) -> None:
     plt.close(fig)
 
 
-def plot_correlations(path: str, obs: dict, title: str) -> None:
+def _point_name(k, points: dict, lattice) -> str:
+    """``" = M"`` when the momentum ``k`` is the high-symmetry point M (on a lattice of one
+    site per cell also up to a reciprocal lattice vector), else ``""``."""
+    import numpy as np
+
+    if not points:
+        return ""
+    G = [np.zeros(2)]
+    if lattice.n_basis == 1:
+        b = lattice.reciprocal_vectors
+        G = [m * b[0] + n * b[1] for m in range(-3, 4) for n in range(-3, 4)]
+    for name, p in points.items():
+        if any(np.linalg.norm(k - p - g) < 1e-6 for g in G):
+            return f" = {name}"
+    return ""
+
+
+def plot_correlations(path: str, obs: dict, title: str, *, lattice=None) -> None:
     """correlations.png: C(r) = ⟨S_0·S_r⟩ (mean over the lattice's pairs at displacement
-    r) against the distance |r|, with error bars; above, the staggered C(r) (−1)^(r_x+r_y)
-    on a log scale where it is positive (long-range order: a plateau at m²)."""
+    r) against the distance |r|, with error bars (all inside the axes), read with the
+    lattice's own rule (:func:`correlation_signs`):
+
+    * bipartite lattice (square or chain with even sides, honeycomb): above, the staggered
+      correlation ε(r) C(r), ε = +1 within a sublattice and −1 between the two, on a linear
+      axis with m² (its plateau in a Néel state) as a line; below, C(r);
+    * other lattices with a sublattice colouring (triangular, kagome): one panel of C(r),
+      pairs within one sublattice and between different ones drawn apart, no sign implied;
+    * otherwise (or no lattice known): C(r) alone.
+
+    ``lattice``: default the one ``obs`` names (``obs["lattice"]["name"]``)."""
     import numpy as np
 
     plt = _pyplot()
+    lattice = _lattice_of(obs, lattice)
+    title = readable_title(title, obs)
     cr = obs["correlation_vs_distance"]
-    r = np.asarray(cr["r"], float).reshape(len(cr["mean"]), -1)
+    mean = _values(cr["mean"])
+    r = np.asarray(cr["r"], float).reshape(len(mean), -1)
     d = np.asarray(cr["distance"], float)
-    mean = np.array([np.nan if v is None else v for v in cr["mean"]], float)
-    error = None if cr.get("error") is None else np.array([np.nan if v is None else v for v in cr["error"]])
+    error = _values(cr.get("error"))
     keep = d > 0  # C(0) = 3/4 is no correlation
-    sign = np.where(np.round(r.sum(axis=1)) % 2 == 0, 1.0, -1.0)
-    fig, (top, ax) = plt.subplots(2, 1, figsize=(6.4, 6.0), sharex=True, gridspec_kw={"height_ratios": [1, 1.3]})
-    staggered = sign * mean
-    pos = keep & (staggered > 0)
-    top.errorbar(d[pos], staggered[pos], yerr=None if error is None else error[pos], fmt="o", ms=4, capsize=2)
-    top.set_yscale("log")
-    m2 = obs.get("staggered_magnetization_sq", {}).get("mean")
-    if m2 is not None and m2 > 0:
-        top.axhline(m2, color="C3", ls="--", lw=1, label=f"m² = {m2:.4f}")
+    rule, signs = correlation_signs(lattice, r)
+    bar = (lambda m: None) if error is None else (lambda m: error[m])  # noqa: E731
+    if rule == "staggered":
+        fig, (top, ax) = plt.subplots(2, 1, figsize=(6.4, 6.2), sharex=True, gridspec_kw={"height_ratios": [1, 1.3]})
+        staggered = signs * mean
+        top.errorbar(d[keep], staggered[keep], yerr=bar(keep), fmt="o", ms=4, capsize=2, label="ε(r) C(r)")
+        top.axhline(0, color="0.7", lw=0.8)
+        y_all, e_all = staggered[keep], bar(keep)
+        m2 = (obs.get("staggered_magnetization_sq") or {}).get("mean")
+        if m2 is not None:
+            top.axhline(m2, color="C3", ls="--", lw=1, label=f"m² = {m2:.4f}")
+            y_all, e_all = np.append(y_all, m2), None if e_all is None else np.append(e_all, 0.0)
+        _limits_with_bars(top, y_all, e_all)
         top.legend(fontsize=8)
-    top.set_ylabel("(−1)^(r_x+r_y) C(r)")
-    top.set_title(title)
-    ax.errorbar(d[keep], mean[keep], yerr=None if error is None else error[keep], fmt="o", ms=4, capsize=2)
+        top.set_ylabel("ε(r) C(r)\n(ε = ±1: same / other sublattice)", fontsize=8)
+        top.set_title(title, fontsize=9)
+        ax.errorbar(d[keep], mean[keep], yerr=bar(keep), fmt="o", ms=4, capsize=2)
+        _limits_with_bars(ax, mean[keep], bar(keep))
+    else:
+        fig, ax = plt.subplots(figsize=(6.4, 4.6))
+        if rule == "sublattice":
+            for part, label, style in ((keep & signs, "same sublattice", "o"),
+                                       (keep & ~signs, "different sublattices", "s")):
+                if part.any():
+                    ax.errorbar(d[part], mean[part], yerr=bar(part), fmt=style, ms=4, capsize=2, label=label,
+                                mfc="none" if style == "s" else None)
+            note = f"{lattice.kind} lattice: not bipartite, no staggered sign; sublattices of its own colouring"
+        else:
+            ax.errorbar(d[keep], mean[keep], yerr=bar(keep), fmt="o", ms=4, capsize=2, label="C(r)")
+            note = "no sublattice rule: raw correlations"
+        _limits_with_bars(ax, mean[keep], bar(keep))
+        ax.legend(fontsize=8)
+        ax.set_title(f"{title}\n{note}", fontsize=9)
     ax.axhline(0, color="0.7", lw=0.8)
-    ax.set_xlabel("distance |r| (lattice spacings, minimum image)")
+    ax.set_xlabel("distance |r| (nearest-neighbour distances, minimum image)")
     ax.set_ylabel("C(r) = ⟨S_0·S_r⟩ (spin-1/2 units)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def write_observables(out_dir: str, obs: dict, title: str) -> list[str]:
+def write_observables(out_dir: str, obs: dict, title: str, *, lattice=None) -> list[str]:
     """``observables.json`` (strict JSON, written atomically: a value that is not finite
     raises before anything is written), ``structure_factor.png`` and ``correlations.png``
-    in ``out_dir``; returns their paths."""
+    in ``out_dir``; returns their paths. ``lattice``: as in :func:`plot_structure_factor`."""
     json.dumps(obs, allow_nan=False)  # nothing partial: refuse before writing any file
+    lattice = _lattice_of(obs, lattice)
     paths = [os.path.join(out_dir, name) for name in ("observables.json", "structure_factor.png", "correlations.png")]
     write_json(paths[0], obs)
-    plot_structure_factor(paths[1], obs, title)
-    plot_correlations(paths[2], obs, title)
+    plot_structure_factor(paths[1], obs, title, lattice=lattice)
+    plot_correlations(paths[2], obs, title, lattice=lattice)
     return paths

@@ -133,11 +133,15 @@ def test_zero_variance_extrapolation_fits_the_last_stage_only(tmp_path, rng):
     assert zero_variance_of_run(str(tmp_path), after_iteration=95) is None  # 5 steps: too few for a line
 
 
-def _observables(q, mean, error, r, distance, c_mean):
-    return {"schema": "quantax_lite.observables/1",
-            "structure_factor": {"q": q, "mean": mean, "error": error},
-            "correlation_vs_distance": {"r": r, "distance": distance, "mean": c_mean, "error": [0.01] * len(c_mean)},
-            "staggered_magnetization_sq": {"mean": 0.1, "error": 0.01}}
+def _observables(q, mean, error, r, distance, c_mean, lattice=None):
+    obs = {"schema": "quantax_lite.observables/1",
+           "structure_factor": {"q": q, "mean": mean, "error": error},
+           "correlation_vs_distance": {"r": r, "distance": distance, "mean": c_mean, "error": [0.01] * len(c_mean)},
+           "staggered_magnetization_sq": {"mean": 0.1, "error": 0.01}}
+    if lattice is not None:
+        obs["lattice"] = {"shape": list(lattice.shape), "pbc": lattice.pbc, "name": lattice.name}
+        obs["n_sites"] = lattice.n_sites
+    return obs
 
 
 def _saved_figures(monkeypatch):
@@ -162,9 +166,21 @@ def _errorbar_data(ax):
     return x, y, half
 
 
+def _assert_bars_inside(ax):
+    """Every error bar and point of ``ax`` lies inside its axes' limits (nothing clipped)."""
+    lo, hi = sorted(ax.get_ylim())
+    for c in ax.containers:
+        y = np.asarray(c.lines[0].get_ydata(), float)
+        assert np.all((lo <= y) & (y <= hi)), (y, lo, hi)
+        for bars in c.lines[2]:
+            seg = np.concatenate([np.asarray(s)[:, 1] for s in bars.get_segments()]) if bars.get_segments() else []
+            assert np.all((lo <= np.asarray(seg)) & (np.asarray(seg) <= hi)), (seg, lo, hi)
+
+
 def _check_correlations(fig, obs, title):
-    """correlations.png draws C(r) against |r| (r != 0) below and the staggered C(r), where
-    positive, above on a log scale, with m² as a line."""
+    """correlations.png of a bipartite lattice of one site per cell: C(r) against |r|
+    (r != 0) below and the staggered (−1)^(r_x+r_y) C(r), all of it, on a linear axis above,
+    with m² as a line; every error bar inside its axes."""
     cr = obs["correlation_vs_distance"]
     d, mean, err = (np.asarray(cr[k], float) for k in ("distance", "mean", "error"))
     sign = np.array([(-1.0) ** int(round(sum(np.atleast_1d(r)))) for r in cr["r"]])
@@ -174,36 +190,40 @@ def _check_correlations(fig, obs, title):
     np.testing.assert_allclose(x, d[keep])
     np.testing.assert_allclose(y, mean[keep])
     np.testing.assert_allclose(half, err[keep])
-    pos = keep & (sign * mean > 0)
-    x, y, _ = _errorbar_data(top)
-    np.testing.assert_allclose(x, d[pos])
-    np.testing.assert_allclose(y, (sign * mean)[pos])
-    assert top.get_yscale() == "log" and top.get_title() == title
+    x, y, half = _errorbar_data(top)
+    np.testing.assert_allclose(x, d[keep])
+    np.testing.assert_allclose(y, (sign * mean)[keep])
+    np.testing.assert_allclose(half, err[keep])
+    assert top.get_yscale() == "linear" and top.get_title() == title
     m2 = obs["staggered_magnetization_sq"]["mean"]
     (line,) = [ln for ln in top.get_lines() if ln.get_label().startswith("m²")]
     np.testing.assert_allclose(line.get_ydata(), [m2, m2])
     assert line.get_label() == f"m² = {m2:.4f}"
     assert ax.get_xlabel().startswith("distance |r|") and ax.get_ylabel().startswith("C(r) = ⟨S_0·S_r⟩")
-    assert top.get_ylabel() == "(−1)^(r_x+r_y) C(r)"
+    assert top.get_ylabel().startswith("ε(r) C(r)")
+    _assert_bars_inside(top)
+    _assert_bars_inside(ax)
 
 
 def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
     """observables.json is the dict; the plots draw its values: S(q) as a heat map over a
     grid of momenta, a curve along a chain, points elsewhere; C(r) against the distance."""
+    from quantax_lite.lattice import Chain, Square
+
     saved = _saved_figures(monkeypatch)
-    # a 4x4 grid of momenta, a chain (given out of order), and momenta that form no grid
+    # a 4x4 grid of momenta, a chain (given out of order), and momenta that form no grid (no lattice known)
     ks = 2 * np.pi * np.arange(-1, 3) / 4
     grid = [[float(a), float(b)] for a in ks for b in ks]
-    r = [[0, 1], [1, 0], [1, 1], [0, 2], [1, 2]]
-    cases = [("grid", grid), ("chain", [[float(k)] for k in ks[[2, 0, 3, 1]]]),
-             ("points", [[0.0, 0.0], [1.0, 0.5], [2.0, 1.5]])]
-    for kind, q in cases:
+    cases = [("grid", grid, Square(4, 4), [[0, 1], [1, 0], [1, 1], [0, 2], [2, 2]], [1.0, 1.0, 1.414, 2.0, 2.828]),
+             ("chain", [[float(k)] for k in ks[[2, 0, 3, 1]]], Chain(4), [[1], [2], [-1]], [1.0, 2.0, 1.0]),
+             ("points", [[0.0, 0.0], [1.0, 0.5], [2.0, 1.5]], None, [[0, 1], [1, 0]], [1.0, 1.0])]
+    for kind, q, lattice, r, dist in cases:
         out = tmp_path / kind
         out.mkdir()
         nq = len(q)
         mean, error = rng.uniform(0, 2, nq), rng.uniform(0.01, 0.05, nq)
-        obs = _observables(q, list(mean), list(error), r, [1.0, 1.0, 1.414, 2.0, 2.236],
-                           [-0.3, -0.3, 0.2, 0.15, 0.1])
+        c_mean = list(rng.uniform(-0.4, 0.3, len(r)))
+        obs = _observables(q, list(mean), list(error), r, dist, c_mean, lattice)
         saved.clear()
         paths = write_observables(str(out), obs, "t")
         assert [os.path.basename(p) for p in paths] == ["observables.json", "structure_factor.png",
@@ -212,7 +232,12 @@ def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
         assert all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in paths[1:])
         assert [name for name, _ in saved] == ["structure_factor.png", "correlations.png"]
         sf, corr = saved[0][1], saved[1][1]
-        _check_correlations(corr, obs, "t")
+        if lattice is not None:  # chain and square lattice of even sides: bipartite, (-1)^(r_x + r_y)
+            _check_correlations(corr, obs, "t")
+        else:  # no lattice: no sign rule, C(r) alone
+            (ax,) = corr.get_axes()
+            np.testing.assert_allclose(_errorbar_data(ax)[1], c_mean)
+            assert "no sublattice rule" in ax.get_title()
         ax = sf.get_axes()[0]
         q = np.asarray(q)
         if kind == "chain":  # S(q) with error bars, in the order of q
@@ -221,16 +246,19 @@ def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
             np.testing.assert_allclose(x, q[order, 0])
             np.testing.assert_allclose(y, mean[order])
             np.testing.assert_allclose(half, error[order])
-            assert ax.get_title() == "t" and ax.get_xlabel() == "q (along the chain)" and ax.get_ylabel() == "S(q)"
+            assert ax.get_title() == "t" and ax.get_xlabel().startswith("q (along the chain")
+            assert ax.get_ylabel() == "S(q)"
+            _assert_bars_inside(ax)
             continue
         k = int(np.argmax(mean))
-        assert ax.get_title() == (f"t\nmax S(q) = {mean[k]:.3f} ± {error[k]:.3f} at q = "
-                                  f"({q[k, 0]:.3f}, {q[k, 1]:.3f})")
-        assert (ax.get_xlabel(), ax.get_ylabel()) == ("q_x", "q_y")
+        assert ax.get_title().startswith(f"t\nmax S(q) = {mean[k]:.3f} ± {error[k]:.3f} at q = "
+                                         f"({q[k, 0]:.3f}, {q[k, 1]:.3f})")
+        assert ax.get_xlabel().startswith("q_x") and ax.get_ylabel() == "q_y"
         assert sf.get_axes()[1].get_ylabel() == "S(q)"  # the colour bar
         (shown,) = [c for c in ax.collections if c.get_array() is not None]
-        if kind == "grid":  # one cell per momentum (placement: the heat-map test below)
-            np.testing.assert_allclose(np.sort(np.ravel(shown.get_array())), np.sort(mean))
+        if kind == "grid":  # every momentum and its image on the zone's far edge (q = π also at −π): 5 x 5 cells
+            values = np.ravel(shown.get_array())
+            assert len(values) == 25 and set(np.round(values, 12)) == set(np.round(mean, 12))
         else:  # one point per momentum, at its q, coloured by its S(q)
             np.testing.assert_allclose(shown.get_offsets(), q)
             np.testing.assert_allclose(shown.get_array(), mean)
@@ -238,25 +266,40 @@ def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
     out = tmp_path / "bad"
     out.mkdir()
     with pytest.raises(ValueError):
-        write_observables(str(out), _observables(grid, [float("nan")] * 16, None, r, [1, 1, 1, 2], [0] * 4), "t")
+        write_observables(str(out), _observables(grid, [float("nan")] * 16, None, [[0, 1]], [1], [0]), "t")
     assert os.listdir(out) == []
 
 
 def test_structure_factor_heat_map_puts_each_value_on_its_momentum(tmp_path, monkeypatch, rng):
-    import matplotlib.figure
+    """A 4x6 square lattice: each momentum's value in the cell that holds it, and in the
+    cell of its image on the zone's far edge; the cells end on the zone's edges (±π)."""
+    from quantax_lite.lattice import Square
 
-    saved = []
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda self, path, **kw: saved.append(self))
+    saved = _saved_figures(monkeypatch)
     kx = 2 * np.pi * np.arange(-1, 3) / 4
     ky = 2 * np.pi * np.arange(-2, 4) / 6  # a 4x6 lattice
     q = [[float(a), float(b)] for a in kx for b in ky]
     mean = rng.uniform(0, 3, len(q))
-    plot_structure_factor("x.png", _observables(q, list(mean), None, [[0, 1]], [1.0], [0.1]), "t")
-    mesh = next(c for c in saved[0].get_axes()[0].collections if hasattr(c, "get_array"))
-    grid = np.asarray(mesh.get_array()).reshape(len(ky), len(kx))
+    plot_structure_factor(str(tmp_path / "x.png"), _observables(q, list(mean), None, [[0, 1]], [1.0], [0.1],
+                                                                Square(4, 6)), "t")
+    ax = saved[0][1].get_axes()[0]
+    mesh = next(c for c in ax.collections if c.get_array() is not None)
+    coords = np.asarray(mesh.get_coordinates())  # (ny + 1, nx + 1, 2) cell corners
+    xs, ys = coords[0, :, 0], coords[:, 0, 1]
+    assert xs[0] == pytest.approx(-np.pi) and xs[-1] == pytest.approx(np.pi)
+    assert ys[0] == pytest.approx(-np.pi) and ys[-1] == pytest.approx(np.pi)
+    grid = np.asarray(mesh.get_array()).reshape(len(ys) - 1, len(xs) - 1)
+
+    def cell(a, b):
+        return grid[np.searchsorted(ys, b) - 1 if b > -np.pi + 1e-9 else 0,
+                    np.searchsorted(xs, a) - 1 if a > -np.pi + 1e-9 else 0]
+
     for (a, b), v in zip(q, mean):
-        assert grid[int(np.argmin(abs(ky - b))), int(np.argmin(abs(kx - a)))] == pytest.approx(v)
+        assert cell(a, b) == pytest.approx(v)
+        for image in ([a - 2 * np.pi, b] if np.isclose(a, np.pi) else None,
+                      [a, b - 2 * np.pi] if np.isclose(b, np.pi) else None):
+            if image is not None:
+                assert cell(*image) == pytest.approx(v)
 
 
 def test_write_json_refuses_non_finite(tmp_path):
@@ -268,12 +311,17 @@ def test_write_json_refuses_non_finite(tmp_path):
 
 
 def test_correlation_plot(tmp_path, monkeypatch):
-    """A chain: C(0) left out, the staggered values drawn where positive (r = 3 is not)."""
+    """A chain: C(0) left out, the staggered values drawn on a linear axis, all of them
+    (r = 3 is negative there), with their error bars inside the axes."""
+    from quantax_lite.lattice import Chain
+
     saved = _saved_figures(monkeypatch)
-    obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2], [3]], [0.0, 1.0, 2.0, 3.0], [0.75, -0.4, 0.2, 0.1])
+    obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2], [3]], [0.0, 1.0, 2.0, 3.0], [0.75, -0.4, 0.2, 0.1],
+                       Chain(6))
     plot_correlations(str(tmp_path / "c.png"), obs, "chain")
     ((name, fig),) = saved
     assert name == "c.png" and (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     _check_correlations(fig, obs, "chain")
     top = fig.get_axes()[0]
-    np.testing.assert_allclose(_errorbar_data(top)[1], [0.4, 0.2])  # 0.4, 0.2; -0.1 (r = 3) left out
+    np.testing.assert_allclose(_errorbar_data(top)[1], [0.4, 0.2, -0.1])
+    assert top.get_yscale() == "linear"
