@@ -17,8 +17,12 @@ slow host stops training in time (the row then records the steps it reached, and
 symmetry-restored stage may not have begun); its row is read from the run's
 ``summary.json``. Then the
 table is printed (with published variational energies of the same clusters beside ours,
-with their sources) and written as JSON, and each row's convergence (relative error of
-the training energies against wall time, log scale) is drawn into one plot. The final
+with their sources) and written as JSON (each new row records its host: ``host``,
+``cpu_count``, ``cpu_model``, ``machine``), and the rows are drawn into one figure
+(:func:`plot_convergence`): every system, named in words, in one panel of the signed
+relative error of its final energy with its whole error bar and the published energies of
+the same cluster beside it (no internal targets), and the kept training curves as running
+means against wall time, the host named under it. The final
 energies come from many fresh samples, so that their error bars are small against the
 targets.
 
@@ -41,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import time
 
 import numpy as np
@@ -225,7 +230,7 @@ def thinned(t, rel, n: int = 200) -> dict:
 
 def curves_of(rows):
     """``[(row, t, rel), ...]`` for :func:`plot_convergence` from JSON rows (a row without a
-    stored curve, from before they were kept, shows its final estimate only)."""
+    stored curve, from before they were kept, is drawn in the final-energy panel only)."""
     out = []
     for row in rows:
         c = row.get("convergence") or {"wall_time_s": [], "relative_error": []}
@@ -233,38 +238,200 @@ def curves_of(rows):
     return out
 
 
+_MODELS = {"heisenberg": "Heisenberg", "j1j2": "J1-J2", "tfim": "transverse-field Ising"}
+
+
+def _options(row: dict) -> dict:
+    """``{"--lattice": "4x4", ...}`` of a row's recorded options (a flag alone maps to None)."""
+    words, out = shlex.split(row.get("options") or ""), {}
+    for i, w in enumerate(words):
+        if w.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[w] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+def system_name(row: dict) -> str:
+    """The system of a row in words, from its recorded options: ``"Heisenberg, 4×4 square
+    lattice, 16 sites"``, ``"J1-J2 (J2 = 0.5), ..."``; the row's key when it has no options."""
+    from quantax_lite.report import lattice_description
+
+    opts = _options(row)
+    if "--lattice" not in opts:
+        return row["system"]
+    model = _MODELS.get(opts.get("--hamiltonian"), opts.get("--hamiltonian") or "Heisenberg")
+    if opts.get("--J2") is not None:
+        model += f" (J2 = {opts['--J2']})"
+    return f"{model}, {lattice_description(opts['--lattice'])}"
+
+
+def method_of(row: dict) -> str:
+    """``"sampled, translations"``, ``"exact sum, full group"``, ``"sampled, translations → full"``
+    (a staged symmetry)."""
+    opts = _options(row)
+    how = "exact sum" if opts.get("--sampling") == "exact_sum" else "sampled"
+    stages = [s.split("@")[0] for s in (opts.get("--symmetry") or "translations").split(">")]
+    group = " → ".join("full" if g == "full" and len(stages) > 1 else "full group" if g == "full" else g
+                       for g in stages)
+    return f"{how}, {group}"
+
+
+def host_label(row: dict) -> str:
+    """The host a row was measured on (``host``, else ``cpu_count`` / ``cpu_model`` /
+    ``machine``), or ``"host not recorded"`` for rows from before hosts were kept."""
+    if row.get("host"):
+        return row["host"]
+    cores, model, machine = row.get("cpu_count"), row.get("cpu_model"), row.get("machine")
+    if not (cores or model or machine):
+        return "host not recorded"
+    return " ".join(p for p in (f"{cores}-core" if cores else None, model, machine, "CPU") if p)
+
+
+def signed_error(row: dict) -> float | None:
+    """``(E − E_exact) / |E_exact|`` of the row's final energy: negative below the exact energy."""
+    if row.get("energy") is None or not row.get("exact_energy"):
+        return None
+    return (row["energy"] - row["exact_energy"]) / abs(row["exact_energy"])
+
+
+def published_points(row: dict) -> list[tuple[str, float, float]]:
+    """``[(source, signed relative error, half a unit of its last digit), ...]`` of the
+    published energies of a row against its exact energy; sources that are the exact
+    energy itself (``"exact ..."``) are the reference, not a point."""
+    out = []
+    exact = row.get("exact_energy")
+    if not exact or not row.get("energy_per_site"):
+        return out
+    sites = row["energy"] / row["energy_per_site"]
+    for p in row.get("published") or []:
+        if p["source"].lower().startswith("exact"):
+            continue
+        decimals = len(repr(abs(p["energy_per_site"])).partition(".")[2])
+        doubt = 0.5 * 10.0**-decimals * sites / abs(exact)
+        out.append((p["source"], (p["energy_per_site"] * sites - exact) / abs(exact), doubt))
+    return out
+
+
+def running_mean(values, window: int) -> np.ndarray:
+    """The mean of the last ``window`` values at every point (fewer at the start)."""
+    v = np.asarray(values, float)
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    hi = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, hi - window)
+    return (c[hi] - c[lo]) / (hi - lo)
+
+
 def plot_convergence(curves, path):
-    """One panel per row: relative error against wall time (minutes), log scale, with the
-    row's target and its time budget. ``curves``: ``[(row, t, rel), ...]``."""
+    """The accuracy figure. Left: one line per system (named in words, with its method,
+    parameters, steps and wall time), the signed relative error ``(E − E_exact) / |E_exact|``
+    of its final energy with the full error bar, on a symmetric-log axis linear near zero
+    (an energy below the exact one, a bug, is drawn left of the zero line and named), and
+    the published energies of the same cluster (the JSON's ``published``; those that are the
+    reference itself left out) against the same exact energy, with half a unit of their
+    last digit as the bar. Right, for the rows that kept their training curve: the running
+    mean of the training energies' relative error against wall time (log scale; means, not
+    single noisy steps). The footer names the host(s) the wall times come from.
+    ``curves``: ``[(row, t, rel), ...]`` (:func:`curves_of`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = max(1, len(curves))
-    cols = min(n, 3)
-    n_rows = -(-n // cols)
-    fig, axes = plt.subplots(n_rows, cols, figsize=(4 * cols, 3.2 * n_rows), squeeze=False)
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    for ax, (row, t, rel) in zip(axes.flat, curves):
-        ax.set_xlim(0, max(row.get("minutes_budget") or 0, row["wall_time_s"] / 60) * 1.05)
-        if len(t):
-            ax.plot(t / 60, rel, lw=0.6, color="C0", label="training energy")
-        ax.set_yscale("log")
-        if row["relative_error"] is not None:  # (before the lines: a panel without a curve scales to it)
-            ax.errorbar([row["wall_time_s"] / 60], [max(row["relative_error"], 1e-9)],
-                        yerr=[[0], [row["relative_error_bar"]]], fmt="o", color="k", ms=3, label="final estimate")
-        ax.axhline(row["target"], color="C3", ls="--", lw=1, label=f"target {row['target']:.0e}")
-        if row.get("minutes_budget"):  # (rows of the first runs recorded none)
-            ax.axvline(row["minutes_budget"], color="0.5", ls=":", lw=1, label=f"{row['minutes_budget']} min")
-        ax.set_title(row["system"], fontsize=9)
-        ax.set_xlabel("wall time (min)")
-        ax.set_ylabel("|E - E0| / |E0|")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+    rows = [row for row, _, _ in curves]
+    with_curves = [(row, t, rel) for row, t, rel in curves if len(t) > 1]
+    n = max(1, len(rows))
+    fig = plt.figure(figsize=(15 if with_curves else 10, 2.6 + 0.62 * n))
+    grid = fig.add_gridspec(1, 2 if with_curves else 1, width_ratios=[1.25, 1] if with_curves else [1])
+    ax = fig.add_subplot(grid[0, 0])
+    y = np.arange(len(rows))[::-1].astype(float)
+    xs = []  # every x an error bar or marker reaches: the limits hold them all
+    markers = {}
+    for k, row in enumerate(rows):
+        rel = signed_error(row)
+        if rel is None:
+            continue
+        bar = row.get("relative_error_bar") or 0.0
+        bug = row.get("status") == BELOW_EXACT
+        exact_sum = _options(row).get("--sampling") == "exact_sum"
+        style = dict(fmt="X", color="C3", ms=8) if bug else (dict(fmt="s", color="C2", ms=6) if exact_sum
+                                                             else dict(fmt="o", color="C0", ms=6))
+        label = ("below exact: estimator bug" if bug else
+                 "ours, exact sum (no error bar)" if exact_sum else "ours, sampled (±1 error bar)")
+        h = ax.errorbar([rel], [y[k]], xerr=[bar] if bar else None, capsize=3, zorder=4, **style)
+        markers.setdefault(label, h)
+        xs += [rel - bar, rel + bar]
+        if bug:
+            ax.annotate("below exact: estimator bug", (rel, y[k]), xytext=(0, 8), textcoords="offset points",
+                        color="C3", fontsize=7, ha="center")
+        for j, (source, p_rel, doubt) in enumerate(published_points(row)):
+            short = source.split(" (")[0]
+            if doubt > abs(p_rel) / 2:  # its last digit leaves more doubt than half the value: a bound
+                h = ax.plot([p_rel + doubt], [y[k] - 0.22], marker="<", mfc="none", ls="", color=f"C{4 + j}",
+                            ms=7, zorder=3)[0]
+                markers.setdefault(f"published: {short} (upper bound: its last digit)", h)
+                xs.append(p_rel + doubt)
+                continue
+            h = ax.errorbar([p_rel], [y[k] - 0.22], xerr=[doubt], fmt="D", mfc="none", color=f"C{4 + j}",
+                            ms=6, capsize=3, zorder=3)
+            markers.setdefault(f"published: {short}", h)
+            xs += [p_rel - doubt, p_rel + doubt]
+    xs = np.asarray([x for x in xs if np.isfinite(x)] or [1e-6])
+    positive = np.abs(xs[xs != 0])
+    linthresh = 10.0 ** math.floor(math.log10(positive.min())) if len(positive) else 1e-9
+    ax.set_xscale("symlog", linthresh=linthresh)
+    left = 3.0 * xs.min() if xs.min() < 0 else -linthresh
+    right = 3.0 * max(xs.max(), linthresh)
+    ax.set_xlim(left, right)
+    ax.axvspan(left, 0, color="C3", alpha=0.07, lw=0)
+    ax.axvline(0, color="k", lw=1, ls="--")
+    markers["exact ground-state energy (reference)"] = ax.lines[-1]
+    ax.set_ylim(-0.7, len(rows) - 0.4)
+    labels = []
+    for row in rows:
+        sites_steps = f"{row.get('n_params', '?')} params, {row.get('iterations', '?')} steps"
+        labels.append(f"{system_name(row)}\n{method_of(row)}; {sites_steps}, {row['wall_time_s'] / 60:.1f} min")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_xlabel(f"(E − E_exact) / |E_exact| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
+                  "left of 0: below the exact energy)", fontsize=8)
+    ax.set_title("Final energies against the exact ground-state energy", fontsize=10)
+    ax.legend(list(markers.values()), list(markers), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1),
+              ncol=2)
+    ax.grid(axis="x", color="0.9", lw=0.5)
+    if with_curves:
+        cx = fig.add_subplot(grid[0, 1])
+        for k, (row, t, rel) in enumerate(with_curves):
+            window = max(3, len(rel) // 20)
+            cx.plot(t / 60, running_mean(rel, window), lw=1.2, color=f"C{k}",
+                    label=f"{system_name(row)}; {method_of(row)}")
+        cx.set_yscale("log")
+        cx.set_xlabel("wall time (min)")
+        cx.set_ylabel("running mean of |E − E_exact| / |E_exact|\n(training energies, 5% of the recorded steps)",
+                      fontsize=8)
+        cx.set_title("Training convergence", fontsize=10)
+        cx.legend(fontsize=6, loc="upper right")
+    hosts = sorted({host_label(r) for r in rows})
+    fig.text(0.01, 0.01, "Wall times (training and final estimate) on: " + "; ".join(hosts)
+             + ". Energies in units of J, spin-1/2 (S = σ/2).", fontsize=7, color="0.3")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def host_fields() -> dict:
+    """The host of this run, kept in every new row: ``host`` (in words), ``cpu_count``,
+    ``cpu_model`` (from /proc/cpuinfo where there is one) and ``machine``."""
+    import platform
+
+    from quantax_lite.report import host_description
+
+    model = None
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    return {"host": host_description() + (f" ({model})" if model else ""), "cpu_count": os.cpu_count(),
+            "cpu_model": model, "machine": platform.machine() or None}
 
 
 def main(argv=None):
@@ -321,6 +488,7 @@ def main(argv=None):
             "estimate_symmetry": summary.get("estimate_symmetry"),
             "wall_time_s": wall, "options": " ".join(opts),
             "published": [dict(source=src, energy_per_site=e) for src, e in spec.get("published", [])],
+            **host_fields(),
         })
         rows[-1]["status"] = row_status(rows[-1])
         rows[-1]["met"] = rows[-1]["status"] == "met"
