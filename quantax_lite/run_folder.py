@@ -28,6 +28,7 @@ from typing import Iterator
 from .checkpoint import (  # the checkpoints' names, listing and pruning, re-exported
     LEGACY_CHECKPOINT, checkpoint_path, list_checkpoints, newest_readable_checkpoint, prune_checkpoints,
 )
+from .errors import FieldError, as_field_error
 from .utils.files import atomic_write
 
 __all__ = [
@@ -215,10 +216,10 @@ def append_log(path: str | os.PathLike, record: dict) -> None:
 
 def check_writable(out_dir: str | os.PathLike) -> None:
     """Create ``out_dir`` if needed and check that this process can write there
-    (``ValueError`` saying why not)."""
+    (:class:`~quantax_lite.errors.FieldError` of ``out_dir`` saying why not)."""
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ValueError(f"out_dir: {out_dir} exists and is not a folder.")
+        raise FieldError("out_dir", f"out_dir: {out_dir} exists and is not a folder.")
     try:
         os.makedirs(out_dir, exist_ok=True)
         probe = os.path.join(out_dir, f".write-test-{os.getpid()}")
@@ -226,7 +227,7 @@ def check_writable(out_dir: str | os.PathLike) -> None:
             pass
         os.remove(probe)
     except OSError as err:
-        raise ValueError(f"out_dir: {out_dir}: cannot write there ({err.strerror or err}).") from None
+        raise FieldError("out_dir", f"out_dir: {out_dir}: cannot write there ({err.strerror or err}).") from None
 
 
 def holds_run(out_dir: str | os.PathLike) -> bool:
@@ -255,25 +256,29 @@ def prepare_run_folder(out_dir, *, resume: bool, restart: bool, config: dict, ea
     resume: the folder must hold a readable checkpoint whose ``config`` metadata equals
     ``config`` on every key both have (``earlier``: values of keys that older runs did not
     record). restart: delete the run there. Neither: the folder must not hold a run.
-    Raises ``ValueError`` naming the argument (`resume`, `restart`, `out_dir`, or the
-    first differing key of ``config``).
+    Raises :class:`~quantax_lite.errors.FieldError` (a ``ValueError``) of the argument at
+    fault, ``out_dir`` or ``resume`` (its message names the differing keys of ``config`` in
+    backquotes), or of the file of a damaged log.
     """
     if restart:
         return clear_run(out_dir)
     if not resume:
         if holds_run(out_dir):
-            raise ValueError(f"out_dir: {out_dir} already holds a run; pass `resume` to continue it, `restart` to "
+            raise FieldError("out_dir", f"out_dir: {out_dir} already holds a run; pass `resume` to continue it, `restart` to "
                              "start it again, or choose another `out_dir`.")
         return
     if not list_checkpoints(out_dir):
         stopped = " (the run there stopped before its first checkpoint)" if holds_run(out_dir) else ""
-        raise ValueError(f"resume: {out_dir} holds no checkpoint to resume from{stopped}; pass `restart` to "
+        raise FieldError("resume", f"resume: {out_dir} holds no checkpoint to resume from{stopped}; pass `restart` to "
                          "start it again.")
     found = newest_readable_checkpoint(out_dir)
     if found is None:
-        raise ValueError(f"resume: every checkpoint in {out_dir} is damaged; pass `restart` to start again.")
+        raise FieldError("resume", f"resume: every checkpoint in {out_dir} is damaged; pass `restart` to start again.")
     old = {**(earlier or {}), **found[1].get("config", {})}
     changed = [f"`{k}` {v} (was {old[k]})" for k, v in config.items() if k in old and old[k] != v]
     if changed:
-        raise ValueError("resume: these options differ from the run in the folder: " + ", ".join(changed))
-    read_log(os.path.join(os.fspath(out_dir), LOG_NAME))  # a damaged log: refused before anything is written
+        raise FieldError("resume", "resume: these options differ from the run in the folder: " + ", ".join(changed))
+    try:  # a damaged log: refused before anything is written
+        read_log(os.path.join(os.fspath(out_dir), LOG_NAME))
+    except ValueError as err:
+        raise as_field_error(err, "out_dir") from None

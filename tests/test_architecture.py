@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / PACKAGE
 # Layer of each module (a package's entry covers its submodules; the longest prefix wins).
 LAYERS = {
     # L0 foundations: checks, speed and precision choices, batching, meshes, files
-    "_validate": 0, "tuning": 0, "autotune": 0, "utils": 0,
+    "_validate": 0, "errors": 0, "tuning": 0, "autotune": 0, "utils": 0,
     # L1 physics
     "lattice": 1, "hilbert": 1, "symmetry": 1, "operators": 1, "spin_operators": 1, "exact": 1,
     # L2 ansatz
@@ -27,11 +27,12 @@ LAYERS = {
     "sampler": 3, "stats": 3, "estimates": 3, "jacobian": 3, "_blocked": 3, "sr": 3, "preconditioners": 3,
     "natural_gradient": 3, "observables": 3,
     # L4 driver
-    "memory": 4, "checkpoint": 4, "run_folder": 4, "vmc": 4, "wavefunction_io": 4,
+    "memory": 4, "checkpoint": 4, "run_folder": 4, "vmc": 4, "draws": 4, "wavefunction_io": 4,
     # L5 recipe
     "recipes": 5,
     # L6 application
-    "cli": 6, "report": 6, "__main__": 6,
+    # (training and measure_run run a recipe in a run folder and write its report)
+    "cli": 6, "options": 6, "report": 6, "training": 6, "measure_run": 6, "__main__": 6,
 }
 API = 7  # the package's __init__: re-exports everything; nothing inside imports it
 
