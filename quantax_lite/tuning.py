@@ -138,6 +138,9 @@ def for_backend(name: str) -> Tuning:
     "cpu": float64 allowed on the device, products at default precision, SR solved by
     Cholesky with an eigendecomposition fallback. "gpu", "tpu": no float64 in a device
     program, products at "highest" precision, SR by Cholesky with iterative refinement.
+    "tpu" also evaluates every connection slot of the local energies (no packing): each
+    packing size is another compiled copy of the network, and there compilation, not
+    arithmetic, dominates (benchmarks/results/compile_probe_tpu.json).
     """
     if name not in BACKENDS:
         raise ValueError(f"name: expected one of {BACKENDS}, got {name!r}")
@@ -145,7 +148,7 @@ def for_backend(name: str) -> Tuning:
     if name == "cpu":
         return Tuning(autotune=timed)
     return Tuning(backend=name, device_float64=False, matmul_precision="highest", sr_solve="cholesky_refine",
-                  autotune=timed)
+                  pack_local_energy=name != "tpu", autotune=timed)
 
 
 _CURRENT = contextvars.ContextVar("quantax_lite_tuning", default=None)
