@@ -200,8 +200,8 @@ def test_training_from_python_runs_the_stages_and_resumes(staged_run):
     assert [r["iteration"] for r in read_log(os.path.join(out, "log.jsonl"))] == [1, 2, 3]
     assert json.load(open(os.path.join(out, "summary.json")))["energy"] == summary["energy"]
     # progress=False on the first call: silent; the second names the system and the stage switch
-    assert lines[0].startswith("Heisenberg model on chain:4 (4 sites)") and len(lines) == 2
-    assert lines[1].startswith("from step 2: symmetry full")
+    assert lines[0].startswith("Heisenberg model on chain:4 (4 sites)") and sum("writing" in x for x in lines) == 1
+    assert lines[-1].startswith("from step 2: symmetry full")
     with pytest.raises(FieldError) as info:  # a user error names the argument
         training.train(recipe, out, iters=0)
     assert info.value.field == "iters"
