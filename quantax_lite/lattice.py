@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from functools import cached_property
 
 import numpy as np
@@ -53,6 +54,9 @@ __all__ = [
     "Kagome",
     "site_coords",
     "periodic_site_index",
+    "translation_perms",
+    "parse_lattice",
+    "CONSTRUCTORS",
 ]
 
 _OPEN = ("open", "obc")
@@ -99,6 +103,23 @@ def periodic_site_index(coords, shape) -> np.ndarray:
         raise ValueError(f"coords: expected last axis of length {len(shape)}, got shape {coords.shape}")
     coords = np.mod(coords, np.asarray(shape, dtype=np.int64))
     return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), shape).astype(np.int64)
+
+
+def translation_perms(shape, n_basis: int = 1) -> np.ndarray:
+    """All translations by whole cells of a periodic grid of cells ``shape`` with ``n_basis``
+    sites per cell (site ``c * n_basis + b``), ``(n_cells, n_sites)`` int32.
+
+    Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site ``b`` of the
+    cell at ``cell(i) + coords(r)`` (wrapped), ``b`` the basis index of ``i``; row 0 is the
+    identity.
+    """
+    shape = tuple(positive_int(L, f"shape[{d}]") for d, L in enumerate(shape))
+    n_basis = positive_int(n_basis, "n_basis")
+    coords = site_coords(shape)
+    cells = periodic_site_index(coords[None, :, :] + coords[:, None, :], shape)
+    if n_basis == 1:
+        return cells.astype(np.int32)
+    return (cells[:, :, None] * n_basis + np.arange(n_basis)).reshape(len(cells), -1).astype(np.int32)
 
 
 def _float_rows(value, name: str, ncols: int) -> tuple:
@@ -201,8 +222,10 @@ class Lattice:
 
     @property
     def name(self) -> str:
-        """E.g. ``"chain:20"``, ``"4x4"``, ``"4x6"``, ``"triangular:6x6"``, ``"kagome:2x3"``;
-        ``":open"`` appended for open boundaries."""
+        """E.g. ``"chain:20"``, ``"4x4"``, ``"4x6"``, ``"4x4x4"``, ``"triangular:6x6"``,
+        ``"kagome:2x3"``; ``":open"`` appended for open boundaries. :func:`parse_lattice`
+        reads the name of every lattice of :data:`CONSTRUCTORS` back (a lattice given by hand
+        with another geometry has a name but no constructor)."""
         grid = "x".join(str(L) for L in self.shape)
         if self.kind == "chain" and self.ndim == 1:
             base = f"chain:{self.shape[0]}"
@@ -298,6 +321,24 @@ class Lattice:
             return False
         b = self.bonds(1)
         return bool(np.all(self.sublattice[b[:, 0]] != self.sublattice[b[:, 1]]))
+
+    @cached_property
+    def frustrated(self) -> bool:
+        """True when nearest-neighbour bonds of the infinite lattice close triangles
+        (triangular, kagome): geometric frustration, a property of the lattice's geometry,
+        not of the cluster's extent (a periodic chain of 3 sites is not frustrated)."""
+        d2 = float(self.distance_shells(1)[0])
+        cells = np.array(list(itertools.product(range(-2, 3), repeat=self.ndim)), dtype=np.float64)
+        pos = (cells @ self.vectors)[:, None, :] + self.basis[None, :, :]  # (cells, n_basis, ndim)
+        origin = int(np.flatnonzero(~cells.any(axis=1))[0]) * self.n_basis + np.arange(self.n_basis)
+        pos = pos.reshape(-1, self.ndim)
+        sq = ((pos[:, None, :] - pos[None, :, :]) ** 2).sum(axis=-1)
+        near = np.abs(sq - d2) <= _RTOL * max(1.0, d2)
+        for i in origin:
+            ring = np.flatnonzero(near[i])
+            if np.any(near[np.ix_(ring, ring)]):
+                return True
+        return False
 
     # ---------------------------------------------------------------------- bonds
     def displacement(self, i, j) -> np.ndarray:
@@ -467,3 +508,38 @@ def Kagome(L1: int, L2: int | None = None, pbc=True) -> Lattice:
     return Lattice(
         (L1, L2), pbc, "kagome", ((2.0, 0.0), (1.0, _S3)), ((0.0, 0.0), (1.0, 0.0), (0.5, _S3 / 2))
     )
+
+
+# the lattices whose names parse back: kind -> constructor of shape (L1, L2) and pbc
+CONSTRUCTORS = {"triangular": Triangular, "honeycomb": Honeycomb, "kagome": Kagome}
+_BOUNDARY = r"(?:\s*:\s*(open|obc|periodic|pbc))?\s*"
+_EXAMPLES = "'4x4', '6x4', 'chain:20', 'triangular:6x6', 'honeycomb:3x3', 'kagome:2x3' (':open' for open boundaries)"
+
+
+def parse_lattice(text) -> Lattice:
+    """A lattice from its name (:attr:`Lattice.name`): ``'Lx'x'Ly'`` -> :func:`Square`,
+    ``'L1xL2x...'`` (3 or more axes) -> hypercubic, ``'chain:L'`` -> :func:`Chain`,
+    ``'triangular:6x6'`` / ``'honeycomb:3x3'`` / ``'kagome:2x3'`` -> ``L1 x L2`` unit cells;
+    ``':open'`` after any of them: open boundaries (default periodic). A
+    :class:`Lattice` is returned as it is. ``ValueError`` naming ``lattice`` otherwise."""
+    if isinstance(text, Lattice):
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"lattice: expected a lattice name such as {_EXAMPLES} or a Lattice, got {text!r}")
+    lower = text.lower()
+    try:
+        m = re.fullmatch(r"\s*(\d+(?:\s*x\s*\d+)+)" + _BOUNDARY, lower)
+        if m:
+            shape = tuple(int(x) for x in m.group(1).split("x"))
+            pbc = m.group(2) in (None, "periodic", "pbc")
+            return Square(*shape, pbc=pbc) if len(shape) == 2 else Lattice(shape, pbc)
+        m = re.fullmatch(r"\s*chain\s*:\s*(\d+)" + _BOUNDARY, lower)
+        if m:
+            return Chain(int(m.group(1)), pbc=m.group(2) in (None, "periodic", "pbc"))
+        m = re.fullmatch(r"\s*([a-z]+)\s*:\s*(\d+)\s*x\s*(\d+)" + _BOUNDARY, lower)
+        if m and m.group(1) in CONSTRUCTORS:
+            pbc = m.group(4) in (None, "periodic", "pbc")
+            return CONSTRUCTORS[m.group(1)](int(m.group(2)), int(m.group(3)), pbc=pbc)
+    except ValueError as err:
+        raise ValueError(f"lattice: {text!r}: {err}") from None
+    raise ValueError(f"lattice: cannot read {text!r}; expected e.g. {_EXAMPLES}.")

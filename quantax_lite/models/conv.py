@@ -39,6 +39,7 @@ are batched matrix products rather than grouped convolutions. Figures in
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Any, Callable
@@ -51,8 +52,9 @@ from jax import lax
 
 from .. import autotune, tuning
 from ..lattice import periodic_site_index, site_coords
-from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
-from .symmetrize import weighted_logsumexp
+from ._checks import lattice_shape, positive_int, real_dtype, spin_batch
+from .heads import READOUTS, Head, add_phase_rule, angles
+from .registry import register_network
 
 __all__ = [
     "periodic_neighbour_table",
@@ -60,10 +62,12 @@ __all__ = [
     "periodic_conv_matrix",
     "PeriodicConv",
     "ResidualBlock",
+    "ConvTrunk",
     "ConvResNet",
+    "ConvOptions",
+    "default_conv_architecture",
 ]
 
-READOUTS = ("sum", "origin", "plane_wave")
 NORMS = ("layer", "none")
 
 
@@ -457,7 +461,95 @@ class ResidualBlock(nn.Module):
         return x + h
 
 
+class ConvTrunk(nn.Module):
+    """The convolutional backbone: spins ``(batch, n_sites)`` -> features ``(batch, n_cells,
+    channels)``, equivariant under translations by whole cells (the ``"conv"`` network of
+    the registry; :class:`ConvResNet` is this trunk with a head).
+
+    Input periodic conv ``n_basis -> channels`` with bias (the spins of a cell are its
+    input channels), ``depth`` :class:`ResidualBlock` s, a final normalization (``norm``)
+    and ``activation``. Parameters ``input_conv``, ``blocks_<i>``, ``final_norm`` (with
+    ``norm="layer"``).
+    """
+
+    lattice_shape: tuple[int, ...]
+    channels: int = 8
+    depth: int = 2
+    kernel_size: int = 3
+    dtype: Any = jnp.float64
+    activation: Callable = nn.gelu
+    norm: str = "none"
+    n_basis: int = 1
+
+    equivariance = "cells"
+
+    def __post_init__(self):
+        object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
+        positive_int(self.n_basis, "n_basis")
+        positive_int(self.channels, "channels")
+        positive_int(self.depth, "depth", minimum=0)
+        positive_int(self.kernel_size, "kernel_size")
+        real_dtype(self.dtype)
+        if self.norm not in NORMS:
+            raise ValueError(f"norm: expected one of {NORMS}, got {self.norm!r}")
+        super().__post_init__()
+
+    @property
+    def n_cells(self) -> int:
+        return int(np.prod(self.lattice_shape))
+
+    @property
+    def n_sites(self) -> int:
+        return self.n_cells * self.n_basis
+
+    def setup(self):
+        dtype = real_dtype(self.dtype)
+        shape = tuple(self.lattice_shape)
+        self.input_conv = PeriodicConv(self.channels, self.kernel_size, shape, dtype=dtype)
+        self.blocks = [
+            ResidualBlock(self.channels, self.kernel_size, shape, dtype, self.activation, self.norm)
+            for _ in range(self.depth)
+        ]
+        self.final_norm = _channel_norm(self.norm, dtype, self._channel_major)
+
+    @property
+    def _channel_major(self) -> bool:
+        # the dense form runs on channel-major maps (see PeriodicConv); the others channels-last
+        return conv_form_for(tuple(self.lattice_shape), self.kernel_size, self.channels, real_dtype(self.dtype)) == "dense"
+
+    def _maps(self, s):
+        """Trunk maps before the final norm, in the internal layout: ``(batch, channels,
+        n_cells)`` for the dense form, else ``(batch, *lattice_shape, channels)``."""
+        s = spin_batch(s, self.n_sites)
+        x = s.astype(real_dtype(self.dtype))
+        if self.n_basis > 1 and self._channel_major:  # (batch, n_basis, n_cells)
+            x = jnp.swapaxes(x.reshape(s.shape[0], self.n_cells, self.n_basis), 1, 2)
+        elif self._channel_major:
+            x = x.reshape(s.shape[0], 1, self.n_sites)
+        else:
+            x = x.reshape(s.shape[0], *self.lattice_shape, self.n_basis)
+        x = self.input_conv(x, self._channel_major)
+        for block in self.blocks:
+            x = block(x, self._channel_major)
+        return x
+
+    def _channels_last(self, x):
+        """Internal-layout maps -> ``(batch, n_cells, channels)``."""
+        if self._channel_major:
+            return jnp.swapaxes(x, 1, 2)
+        return x.reshape(x.shape[0], self.n_cells, x.shape[-1])
+
+    def maps(self, s):
+        """Trunk feature maps ``(batch, *lattice_shape, channels)`` (before the final norm)."""
+        x = self._channels_last(self._maps(s))
+        return x.reshape(x.shape[0], *self.lattice_shape, x.shape[-1])
+
+    def __call__(self, s):
+        return self._channels_last(self.activation(self.final_norm(self._maps(s))))
+
+
 class ConvResNet(nn.Module):
+
     """Periodic-convolution residual network giving a complex log-amplitude ``log psi_0(s)``.
 
     Architecture (``d = len(lattice_shape)``, ``K = kernel_size**d``, ``C = channels``,
@@ -562,11 +654,11 @@ class ConvResNet(nn.Module):
             if self.signed or not self.complex_output:
                 raise ValueError("readout: 'plane_wave' needs a complex network (complex_output=True, signed=False)")
             phases = np.zeros(self.n_cells) if self.cell_phases is None else self.cell_phases
-            object.__setattr__(self, "cell_phases", _site_phases(phases, self.n_cells, "cell_phases", "cell"))
+            object.__setattr__(self, "cell_phases", angles(phases, self.n_cells, "cell_phases", "cell"))
         elif self.cell_phases is not None:
             raise ValueError(f"cell_phases: only the 'plane_wave' readout has cell phases, not {self.readout!r}")
         if self.site_phases is not None:
-            object.__setattr__(self, "site_phases", _site_phases(self.site_phases, self.n_sites))
+            object.__setattr__(self, "site_phases", angles(self.site_phases, self.n_sites))
             if self.signed or not self.complex_output:
                 raise ValueError("site_phases: a phase rule needs a complex network (complex_output=True, "
                                  "signed=False)")
@@ -580,73 +672,31 @@ class ConvResNet(nn.Module):
     def n_sites(self) -> int:
         return self.n_cells * self.n_basis
 
+    @property
+    def kind(self) -> str:
+        """The head: ``"positive"``, ``"signed"`` or ``"complex"``."""
+        return "signed" if self.signed else "complex" if self.complex_output else "positive"
+
+    @property
+    def real_jacobian(self) -> bool:
+        """A signed network: complex log psi (phase 0 or pi) with real parameter derivatives."""
+        return self.signed
+
     def setup(self):
-        dtype = real_dtype(self.dtype)
-        shape = tuple(self.lattice_shape)
-        self.input_conv = PeriodicConv(self.channels, self.kernel_size, shape, dtype=dtype)
-        self.blocks = [
-            ResidualBlock(self.channels, self.kernel_size, shape, dtype, self.activation, self.norm)
-            for _ in range(self.depth)
-        ]
-        self.final_norm = _channel_norm(self.norm, dtype, self._channel_major)
-        self.readout_dense = nn.Dense(
-            self._n_outputs,
-            use_bias=False,
-            dtype=dtype,
-            param_dtype=dtype,
-            kernel_init=self._readout_init,
-        )
-
-    def _readout_init(self, key, shape, dtype):
-        """Normal, ``final_scale / sqrt(C)``; with ``"plane_wave"`` the a_r outputs start at 0,
-        so the initial state is that of the ``"origin"`` readout with the same b_r."""
-        w = nn.initializers.normal(self.final_scale / np.sqrt(self.channels))(key, shape, dtype)
-        return w.at[:, :2].set(0) if self.readout == "plane_wave" else w
-
-    @property
-    def _n_outputs(self) -> int:
-        """Readout outputs per cell."""
-        return 4 if self.readout == "plane_wave" else 2 if self.complex_output else 1
-
-    @property
-    def _channel_major(self) -> bool:
-        # the dense form runs on channel-major maps (see PeriodicConv); the others channels-last
-        return conv_form_for(tuple(self.lattice_shape), self.kernel_size, self.channels, real_dtype(self.dtype)) == "dense"
-
-    def _trunk(self, s):
-        """Trunk maps in the internal layout: ``(batch, channels, n_cells)`` for the dense
-        form, else ``(batch, *lattice_shape, channels)``."""
-        s = spin_batch(s, self.n_sites)
-        x = s.astype(real_dtype(self.dtype))
-        if self.n_basis > 1 and self._channel_major:  # (batch, n_basis, n_cells)
-            x = jnp.swapaxes(x.reshape(s.shape[0], self.n_cells, self.n_basis), 1, 2)
-        elif self._channel_major:
-            x = x.reshape(s.shape[0], 1, self.n_sites)
-        else:
-            x = x.reshape(s.shape[0], *self.lattice_shape, self.n_basis)
-        x = self.input_conv(x, self._channel_major)
-        for block in self.blocks:
-            x = block(x, self._channel_major)
-        return x
-
-    def _channels_last(self, x):
-        """Internal-layout maps -> ``(batch, n_cells, channels)``."""
-        if self._channel_major:
-            return jnp.swapaxes(x, 1, 2)
-        return x.reshape(x.shape[0], self.n_cells, x.shape[-1])
+        self.trunk = ConvTrunk(self.lattice_shape, self.channels, self.depth, self.kernel_size, self.dtype,
+                               self.activation, self.norm, self.n_basis)
+        self.head = Head(self.kind, self.readout, self.final_scale, self.cell_phases, self.dtype)
+        nn.share_scope(self, self.trunk)
+        nn.share_scope(self, self.head)
 
     def features(self, s):
         """Trunk feature maps ``(batch, *lattice_shape, channels)`` (before the final norm)."""
-        x = self._channels_last(self._trunk(s))
-        return x.reshape(x.shape[0], *self.lattice_shape, x.shape[-1])
+        return self.trunk.maps(s)
 
     def position_outputs(self, s):
         """Readout outputs per position (cell), ``(batch, n_cells, 2)`` real (``(batch, n_cells)``
         with ``complex_output=False``, ``(batch, n_cells, 4)`` with ``readout="plane_wave"``)."""
-        x = self._channels_last(self.activation(self.final_norm(self._trunk(s))))
-        if not self.complex_output:
-            return self.readout_dense(x).reshape(x.shape[0], self.n_cells)
-        return self.readout_dense(x).reshape(x.shape[0], self.n_cells, self._n_outputs)
+        return self.head.outputs(self.trunk(s))
 
     def position_log_amplitudes(self, s):
         """Per-position (per-cell) log-amplitude contributions ``f_r(s)``, ``(batch, n_cells)`` complex
@@ -654,49 +704,70 @@ class ConvResNet(nn.Module):
         if self.signed or self.readout == "plane_wave":
             raise ValueError(f"position_log_amplitudes: a {'signed' if self.signed else 'plane_wave'} network has "
                              "no per-position log-amplitudes")
-        out = self.position_outputs(s)
-        if not self.complex_output:
-            return out
-        return lax.complex(out[..., 0], out[..., 1]).astype(complex_dtype(self.dtype))
+        return self.head.log_amplitudes(self.trunk(s))
 
     @tuning.at_matmul_precision
     def __call__(self, s):
-        if self.signed:
-            out = self.position_outputs(s)
-            pick = (lambda x: x.sum(axis=-1)) if self.readout == "sum" else (lambda x: x[:, 0])
-            return _signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
-        if self.readout == "plane_wave":
-            out = self.position_outputs(s)
-            a, b = (lax.complex(out[..., i], out[..., i + 1]) for i in (0, 2))
-            log_psi = a.sum(axis=-1) + weighted_logsumexp(b, np.exp(1j * np.asarray(self.cell_phases)))
-            log_psi = log_psi.astype(complex_dtype(self.dtype))
-        else:
-            f = self.position_log_amplitudes(s)
-            log_psi = f.sum(axis=-1) if self.readout == "sum" else f[:, 0]
-        if self.site_phases is None:
-            return log_psi
-        theta = jnp.asarray(self.site_phases, jnp.real(log_psi).dtype)
-        down = (1 - jnp.asarray(s).astype(theta.dtype)) / 2
-        phase = down @ theta
-        return log_psi + lax.complex(jnp.zeros_like(phase), phase)
+        log_psi = self.head(self.trunk(s))
+        return log_psi if self.site_phases is None else add_phase_rule(log_psi, s, self.site_phases)
 
 
-def _site_phases(phases, n_sites: int, name: str = "site_phases", per: str = "site") -> tuple:
-    """``phases`` as a tuple of ``n_sites`` finite floats (hashable: a module attribute)."""
-    try:
-        a = np.asarray(phases, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected {n_sites} real angles, got {phases!r}") from None
-    if a.shape != (n_sites,) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name}: expected {n_sites} finite angles (one per {per}), got shape {a.shape}")
-    return tuple(a.tolist())
+def default_conv_architecture(lattice) -> dict:
+    """Default ``channels``, ``depth``, ``kernel_size`` for a lattice.
+
+    Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2432 parameters);
+    larger (e.g. 6x6) ``C=16, depth=4, k=3`` (18752 parameters). Chains use ``k=5`` (a
+    wider receptive field per layer along the single axis). Lattices without
+    nearest-neighbour triangles (honeycomb too) follow the square lattice's rule by number
+    of sites; frustrated ones (``lattice.frustrated``: triangular, kagome; a learned sign
+    structure) get ``C=16, depth=4, k=3`` at every size. A ``3 x 3`` kernel on the cell
+    grid reaches every nearest-neighbour pair of all of them, and the 2nd and 3rd shells
+    too on the honeycomb and kagome lattices (:func:`kernel_reach`).
+    """
+    if getattr(lattice, "frustrated", False):
+        return dict(channels=16, depth=4, kernel_size=3)
+    small = lattice.n_sites <= 20
+    return dict(
+        channels=8 if small else 16,
+        depth=2 if small else 4,
+        kernel_size=3 if len(lattice.shape) > 1 else 5,
+    )
 
 
-def _signed_log(log_amplitude, factor):
-    """``log(exp(log_amplitude) * factor)`` for a real ``factor`` of either sign: complex,
-    imaginary part 0 or pi. A factor below the smallest normal number in magnitude (a
-    node) is clamped there, so values and derivatives stay finite."""
-    tiny = jnp.finfo(factor.dtype).tiny
-    magnitude = jnp.maximum(jnp.abs(factor), tiny)
-    phase = jnp.where(factor < 0, jnp.asarray(np.pi, factor.dtype), jnp.zeros((), factor.dtype))
-    return lax.complex(log_amplitude + jnp.log(magnitude), phase)
+@dataclasses.dataclass(frozen=True)
+class ConvOptions:
+    """Options of the ``"conv"`` network: ``channels``, ``depth`` (residual blocks, may be 0),
+    ``kernel_size`` (on the grid of cells; None: :func:`default_conv_architecture`),
+    ``norm`` (``"none"`` or ``"layer"``: a LayerNorm over the channels before every
+    activation)."""
+
+    channels: int | None = None
+    depth: int | None = None
+    kernel_size: int | None = None
+    norm: str = "none"
+
+    def __post_init__(self):
+        for name in ("channels", "kernel_size"):
+            if getattr(self, name) is not None:
+                positive_int(getattr(self, name), name)
+        if self.depth is not None:
+            positive_int(self.depth, "depth", minimum=0)
+        if self.norm not in NORMS:
+            raise ValueError(f"norm: expected one of {NORMS}, got {self.norm!r}")
+
+    def architecture(self, lattice) -> dict:
+        """``channels``, ``depth``, ``kernel_size`` for ``lattice``: the given ones, the
+        lattice's defaults for the others."""
+        arch = default_conv_architecture(lattice)
+        arch.update({k: v for k, v in dict(channels=self.channels, depth=self.depth,
+                                           kernel_size=self.kernel_size).items() if v is not None})
+        return arch
+
+
+@register_network("conv", options=ConvOptions)
+def conv_network(lattice, options: ConvOptions, dtype) -> ConvTrunk:
+    """The :class:`ConvTrunk` of ``lattice`` (periodic; its cells' sites as input channels)."""
+    if not getattr(lattice, "pbc", True):
+        raise ValueError("lattice: periodic convolutions need periodic boundaries (pbc=True)")
+    return ConvTrunk(tuple(lattice.shape), dtype=dtype, norm=options.norm, n_basis=int(getattr(lattice, "n_basis", 1)),
+                     **options.architecture(lattice))

@@ -7,15 +7,21 @@ import numpy as np
 
 from .. import tuning
 from .._validate import finite_number
-from .conv import ConvResNet
+from ..sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
+from ..symmetry import Symmetry
+from .conv import ConvOptions, ConvResNet, default_conv_architecture
+from .heads import Head, Network, PhaseRule
 from .rbm import RBM
-from .symmetrize import Symmetrized, group_table, merge_translation_images
+from .registry import network_entry, network_options
+from .symmetrize import Symmetrized, group_table, merge_translation_images, translation_perms
+from .vit import ViT
 
 __all__ = [
     "count_params",
     "default_conv_architecture",
     "derivative_form",
     "make_conv_nqs",
+    "make_network",
     "make_rbm_nqs",
     "conv_param_count",
     "real_part",
@@ -34,14 +40,10 @@ def real_part(log_psi):
 
 
 def has_real_log_derivatives(log_psi) -> bool:
-    """Whether d log psi / d theta is real for every configuration: ``log_psi`` is the
-    ``apply`` of a ``signed`` :class:`ConvResNet` (imaginary part 0 or pi, piecewise
-    constant), or of a :class:`Symmetrized` one with real characters."""
-    module = getattr(log_psi, "__self__", None)
-    if isinstance(module, Symmetrized):
-        chars = np.asarray(module.characters if module.characters is not None else 1.0)
-        return has_real_log_derivatives(module.base.apply) and not np.any(np.imag(chars))
-    return isinstance(module, ConvResNet) and module.signed
+    """Whether d log psi / d theta is real for every configuration although log psi is
+    complex: what the module of ``log_psi`` (``model.apply``) declares as ``real_jacobian``
+    (a signed head, also projected with real characters; :mod:`~quantax_lite.models.heads`)."""
+    return bool(getattr(getattr(log_psi, "__self__", None), "real_jacobian", False))
 
 
 def derivative_form(log_psi):
@@ -74,79 +76,6 @@ def conv_param_count(
     return K * B * C + C + depth * (2 * K * C * C + 2 * C) + 2 * C * n_norms + R * C
 
 
-# lattices whose nearest-neighbour Heisenberg ground state has a sign structure beyond
-# Marshall's rule: the wider network at every size
-_FRUSTRATED = ("triangular", "kagome")
-
-
-def default_conv_architecture(lattice) -> dict:
-    """Default ``channels``, ``depth``, ``kernel_size`` for a lattice.
-
-    Square lattices: up to 20 sites (e.g. 4x4) ``C=8, depth=2, k=3`` (2432 parameters);
-    larger (e.g. 6x6) ``C=16, depth=4, k=3`` (18752 parameters). Chains use ``k=5`` (a
-    wider receptive field per layer along the single axis). Honeycomb lattices (bipartite)
-    follow the square lattice's rule by number of sites; triangular and kagome lattices
-    (frustrated: a learned sign structure) get ``C=16, depth=4, k=3`` at every size. A
-    ``3 x 3`` kernel on the cell grid reaches every nearest-neighbour pair of all of
-    them, and the 2nd and 3rd shells too on the honeycomb and kagome lattices
-    (:func:`~quantax_lite.models.kernel_reach`).
-    """
-    kind = getattr(lattice, "kind", None)
-    if kind in _FRUSTRATED:
-        return dict(channels=16, depth=4, kernel_size=3)
-    small = lattice.n_sites <= 20
-    return dict(
-        channels=8 if small else 16,
-        depth=2 if small else 4,
-        kernel_size=3 if len(lattice.shape) > 1 else 5,
-    )
-
-
-def sublattice_phases(lattice) -> np.ndarray:
-    """The 120-degree phase rule of a three-sublattice lattice: ``theta_i = 2 pi l_i / 3``
-    for the sublattice label ``l_i`` (``lattice.sublattice``), ``(n_sites,)`` float64 radians.
-
-    ``exp(i sum_{i: s_i = -1} theta_i)`` is the phase of the classical coplanar state whose
-    spins on sublattice ``l`` point along ``2 pi l / 3`` in the xy plane: the 120-degree
-    Neel state of the triangular lattice, the q = 0 state of the kagome lattice. It plays
-    the part Marshall's rule plays on bipartite lattices: with it as ``site_phases`` of a
-    :class:`ConvResNet`, a nearly uniform network starts at that ordered state (without it,
-    the uniform state of the Sz = 0 sector is the ferromagnet, the highest eigenstate).
-    A lattice whose labels are not three or do not colour every nearest-neighbour bond
-    with two different labels (e.g. a triangular cluster with an extent that 3 does not
-    divide) raises ValueError naming ``lattice``.
-    """
-    labels = np.asarray(lattice.sublattice, np.int64)
-    bonds = lattice.bonds(1)
-    if lattice.n_sublattices != 3 or np.any(labels[bonds[:, 0]] == labels[bonds[:, 1]]):
-        raise ValueError(
-            f"lattice: the 120-degree phase rule needs three sublattices that colour every nearest-neighbour "
-            f"bond, which the {getattr(lattice, 'kind', '')} lattice {_lattice_name(lattice)} does not have "
-            "(triangular clusters need both extents divisible by 3)"
-        )
-    return 2 * np.pi * labels / 3.0
-
-
-def translation_phase_factors(lattice, site_phases):
-    """What each translation does to the phase rule ``exp(i sum_{down} theta)``.
-
-    ``(n_translations,)`` complex: the factor ``c`` such that translating the rule
-    multiplies it by ``c ** n_down`` (one per translation, in the order of
-    ``translation_perms``), or None if some translation shifts the angles of different
-    sites by different amounts (the rule is then not covariant).
-    """
-    from .symmetrize import translation_perms
-
-    theta = np.asarray(site_phases, np.float64)
-    factors = []
-    for perm in translation_perms(lattice.shape, int(getattr(lattice, "n_basis", 1))):
-        shift = np.exp(1j * (theta[perm] - theta))
-        if not np.allclose(shift, shift[0], rtol=0.0, atol=1e-9):
-            return None
-        factors.append(shift[0])
-    return np.asarray(factors)
-
-
 def plane_wave_phases(lattice, symmetry_table):
     """The cell phases and translation factors of the ``"plane_wave"`` readout in the
     momentum sector of ``symmetry_table`` (``(perms, flips, characters)``), or None.
@@ -158,8 +87,6 @@ def plane_wave_phases(lattice, symmetry_table):
     None when the table lacks a translation (without spin flip) or its characters are
     not those of a momentum (modulus 1, ``chi_{r + r'} = chi_r chi_{r'}``).
     """
-    from .symmetrize import translation_perms
-
     perms, flips, chars = symmetry_table
     n_basis = int(getattr(lattice, "n_basis", 1))
     T = translation_perms(lattice.shape, n_basis)
@@ -198,8 +125,6 @@ def _symmetry_table(lattice, symmetry):
     another lattice with the same number of sites (e.g. a 2x8 or a chain of 16 sites for
     4x4) raises ValueError. A hand-made table (no lattice) is checked by size only.
     """
-    from ..symmetry import Symmetry
-
     if isinstance(symmetry, Symmetry):  # checked when it was built: only its size and lattice here
         if symmetry.n_sites != lattice.n_sites:
             raise ValueError(f"perms: expected {lattice.n_sites} sites per row (the lattice's), got {symmetry.n_sites}")
@@ -288,11 +213,71 @@ def make_conv_nqs(
     complex128 (float64) or complex64 (float32).
     """
     table = _lattice_table(lattice, symmetry)
-    arch = default_conv_architecture(lattice)
-    arch.update({k: v for k, v in dict(channels=channels, depth=depth, kernel_size=kernel_size).items() if v is not None})
+    arch = ConvOptions(channels, depth, kernel_size, norm).architecture(lattice)
+    if final_scale is not None:
+        arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
+    kind = "positive" if not complex_output else "signed" if signed else "complex"
+
+    def base(readout, cell_phases):
+        return ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout, complex_output=complex_output,
+                          signed=signed, norm=norm, n_basis=int(getattr(lattice, "n_basis", 1)),
+                          site_phases=site_phases, cell_phases=cell_phases, **arch)
+
+    return project(lattice, table, base, readout, kind, site_phases, amplitude_name="complex_output")
+
+
+def make_network(lattice, symmetry=None, network: str = "conv", options=None, *, amplitude: str = "complex",
+                 readout: str | None = None, site_phases=None, final_scale: float | None = None,
+                 dtype=jnp.float32):
+    """The registered network ``network`` (:func:`~quantax_lite.models.register_network`)
+    on ``lattice`` with a head, a phase rule and the projection on ``symmetry``.
+
+    Args:
+      lattice: a ``Lattice``; symmetry: a ``Symmetry`` of it, or None (no projection).
+      network, options: the registered name and its options (a mapping or the options
+        dataclass; :func:`~quantax_lite.models.network_options` checks them).
+      amplitude: the head, ``"positive"``, ``"signed"`` or ``"complex"``.
+      readout: ``"sum"``, ``"origin"``, ``"plane_wave"`` or None (chosen as in
+        :func:`make_conv_nqs`: ``"sum"``, or in a nonzero-momentum sector ``"plane_wave"``
+        for a complex head, else ``"origin"``). A backbone that declares
+        ``equivariance = "none"`` is projected over every group element (``"sum"``); one
+        that declares ``"projects"`` gets no projection from here.
+      site_phases: a phase rule, one angle per site (complex heads), or None.
+      final_scale: the head's initialization scale (None: 1e-2, nearly uniform).
+      dtype: ``jnp.float32`` (default) or ``jnp.float64``.
+
+    Returns a flax module, ``model.apply(params, s) -> (batch,)`` log psi; parameters are
+    the backbone's and the head's ``readout_dense`` at one level (wrappers add none).
+    """
+    entry = network_entry(network)
+    options = network_options(network, options)
+    table = None if symmetry is None else _symmetry_table(lattice, symmetry)
+    backbone = entry.build(lattice, options, dtype, symmetry)
+    equivariance = getattr(backbone, "equivariance", "cells")
+    if equivariance == "projects":
+        table = None
+    scale = 1e-2 if final_scale is None else finite_number(final_scale, "final_scale", above=0)
+
+    def base(readout, cell_phases):
+        net = Network(backbone, Head(amplitude, readout, scale, cell_phases, dtype))
+        return net if site_phases is None else PhaseRule(net, site_phases)
+
+    return project(lattice, table, base, readout, amplitude, site_phases, cells_equivariant=equivariance == "cells")
+
+
+def project(lattice, table, make_base, readout, kind: str, site_phases=None, *, cells_equivariant: bool = True,
+            amplitude_name: str = "amplitude"):
+    """``make_base(readout, cell_phases)`` projected on the group ``table`` (``(perms, flips,
+    characters)`` or None): the readout chosen for the sector, group elements that differ by
+    a translation merged where the base is translation-covariant (:func:`merge_translation_images`).
+    ``kind``: the head (``"positive"`` needs a sector with all characters 1; ValueError
+    naming ``amplitude_name`` otherwise)."""
     n_basis = int(getattr(lattice, "n_basis", 1))
     merged, cell_phases = None, None
-    if table is not None and readout in (None, "sum"):
+    if not cells_equivariant:
+        if readout == "plane_wave":
+            raise ValueError("readout: 'plane_wave' needs a network equivariant under translations by whole cells")
+    elif table is not None and readout in (None, "sum"):
         try:
             merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis)
         except ValueError:
@@ -301,7 +286,7 @@ def make_conv_nqs(
                     "readout: 'sum' gives a translation-invariant psi_0, which vanishes in this "
                     "nonzero-momentum sector; use readout='plane_wave' or 'origin'"
                 ) from None
-            plane = plane_wave_phases(lattice, table) if complex_output and not signed else None
+            plane = plane_wave_phases(lattice, table) if kind == "complex" else None
             readout = "origin" if plane is None else "plane_wave"
     elif table is not None and readout == "plane_wave":
         plane = plane_wave_phases(lattice, table)
@@ -312,18 +297,15 @@ def make_conv_nqs(
         cell_phases, factors = plane
         merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis, translation_factors=factors)
     readout = readout or "sum"
-    if not complex_output and table is not None and not np.all(np.asarray(table[2]) == 1):
+    if kind == "positive" and table is not None and not np.all(np.asarray(table[2]) == 1):
         raise ValueError(
-            "complex_output: a real (positive) network needs a sector with all characters 1; "
-            "use complex_output=True for this symmetry sector"
+            f"{amplitude_name}: a real (positive) network needs a sector with all characters 1; "
+            f"use {'complex_output=True' if amplitude_name == 'complex_output' else 'a complex amplitude'} "
+            "for this symmetry sector"
         )
-    if final_scale is not None:
-        arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
-    base = ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout,
-                      complex_output=complex_output, signed=signed, norm=norm, n_basis=n_basis,
-                      site_phases=site_phases, cell_phases=cell_phases, **arch)
-    if base.site_phases is not None and readout in ("sum", "plane_wave"):
-        _check_phases_covariant(lattice, base.site_phases)
+    base = make_base(readout, cell_phases)
+    if site_phases is not None and cells_equivariant and readout in ("sum", "plane_wave"):
+        _check_phases_covariant(lattice, site_phases)
     if table is None:
         return base
     if merged is not None and tuning.current().merge_translations:
@@ -335,8 +317,6 @@ def make_vit_nqs(lattice, symmetry=None, *, patch: int = 2, dim: int = 32, depth
                  dtype=jnp.float32, complex_output: bool = True):
     """A :class:`~quantax_lite.models.vit.ViT` on ``lattice``'s grid of unit cells (patches
     of ``patch`` cells along every axis), projected on the sector of ``symmetry`` when given."""
-    from .vit import ViT
-
     base = ViT(tuple(lattice.shape), n_basis=lattice.n_basis, patch=patch, dim=dim, depth=depth, heads=heads,
                dtype=dtype, complex_output=complex_output)
     if symmetry is None:

@@ -7,6 +7,7 @@ stored as separate real arrays (``*_re``, ``*_im``), so every parameter is real.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax.linen as nn
@@ -15,9 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tuning
-from ._checks import complex_dtype, real_dtype, spin_batch
+from ..lattice import translation_perms
+from ._checks import complex_dtype, positive_int, real_dtype, spin_batch
+from .registry import register_network
 
-__all__ = ["RBM", "log_cosh"]
+__all__ = ["RBM", "RBMFeatures", "RBMOptions", "log_cosh"]
 
 
 def log_cosh(z):
@@ -91,3 +94,52 @@ class RBM(nn.Module):
         if self.complex_output:
             out = out.astype(complex_dtype(self.dtype))
         return out
+
+
+class RBMFeatures(nn.Module):
+    """The hidden units of a translation-symmetric RBM as features: the backbone of the
+    ``"rbm"`` network.
+
+    ``features[:, r, f] = log cosh(b_f + sum_i W[i, f] (T_r s)[i])`` for every cell ``r``
+    (``T_r`` the translation bringing cell ``r`` to the origin:
+    :func:`~quantax_lite.lattice.translation_perms`): ``alpha`` hidden units per cell,
+    equivariant under translations by whole cells. With the library's ``"sum"`` head of
+    weights ``w_f`` this is ``log psi = sum_{r,f} w_f log cosh(theta_{rf})``, the symmetric
+    RBM. Parameters ``kernel (n_sites, alpha)``, ``hidden_bias (alpha,)``, real.
+
+    Call: ``s`` ``(batch, n_sites)`` -> ``(batch, n_cells, alpha)``.
+    """
+
+    lattice_shape: tuple
+    n_basis: int = 1
+    alpha: int = 2
+    dtype: Any = jnp.float64
+
+    equivariance = "cells"
+
+    @nn.compact
+    def __call__(self, s):
+        dtype = real_dtype(self.dtype)
+        perms = translation_perms(self.lattice_shape, self.n_basis)  # (n_cells, n_sites)
+        s = spin_batch(s, perms.shape[1])
+        kernel = self.param("kernel", nn.initializers.normal(1.0 / np.sqrt(perms.shape[1])),
+                            (perms.shape[1], self.alpha), dtype)
+        bias = self.param("hidden_bias", nn.initializers.zeros_init(), (self.alpha,), dtype)
+        return log_cosh(s.astype(dtype)[:, perms] @ kernel + bias)
+
+
+@dataclasses.dataclass(frozen=True)
+class RBMOptions:
+    """Options of the ``"rbm"`` network: ``alpha``, hidden units per unit cell."""
+
+    alpha: int = 2
+
+    def __post_init__(self):
+        positive_int(self.alpha, "alpha")
+
+
+@register_network("rbm", options=RBMOptions)
+def rbm_network(lattice, options: RBMOptions, dtype) -> RBMFeatures:
+    """The :class:`RBMFeatures` of ``lattice`` (periodic or open: the hidden units are
+    translated over the cells' periodic grid either way)."""
+    return RBMFeatures(tuple(lattice.shape), int(lattice.n_basis), options.alpha, dtype)

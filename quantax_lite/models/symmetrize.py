@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..lattice import periodic_site_index, site_coords
+from ..lattice import translation_perms  # re-exported: the translations of a grid of cells
 from ..symmetry import group_table  # the one check of a group table (re-exported here)
 from .. import tuning
 from ._checks import lattice_shape, positive_int, spin_batch
@@ -117,6 +117,12 @@ class Symmetrized(nn.Module):
         return cls(base, symmetry, **kwargs)
 
     @property
+    def real_jacobian(self) -> bool:
+        """The base's declaration (:mod:`~quantax_lite.models.heads`), kept when every
+        character is real (a real combination of real-derivative terms)."""
+        return bool(getattr(self.base, "real_jacobian", False)) and not np.any(np.imag(np.asarray(self.characters)))
+
+    @property
     def n_elements(self) -> int:
         return len(self.perms)
 
@@ -139,24 +145,6 @@ class Symmetrized(nn.Module):
         if log_psi0.shape != (batch * G,):
             raise ValueError(f"base: expected log-amplitudes of shape ({batch * G},), got {log_psi0.shape}")
         return weighted_logsumexp(log_psi0.reshape(batch, G), np.asarray(self.characters))
-
-
-def translation_perms(shape, n_basis: int = 1) -> np.ndarray:
-    """All translations by whole cells of a periodic lattice as permutations,
-    ``(n_cells, n_sites)`` int32, for a grid of cells ``shape`` with ``n_basis`` sites per
-    cell (site ``c * n_basis + b``; ``n_basis=1``: cells are sites).
-
-    Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site ``b`` of the
-    cell at ``cell(i) + coords(r)`` (wrapped), ``b`` the basis index of ``i``; row 0 is the
-    identity.
-    """
-    shape = lattice_shape(shape, "shape")
-    n_basis = positive_int(n_basis, "n_basis")
-    coords = site_coords(shape)
-    cells = periodic_site_index(coords[None, :, :] + coords[:, None, :], shape)
-    if n_basis == 1:
-        return cells.astype(np.int32)
-    return (cells[:, :, None] * n_basis + np.arange(n_basis)).reshape(len(cells), -1).astype(np.int32)
 
 
 def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT,

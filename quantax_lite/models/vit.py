@@ -26,6 +26,7 @@ two LayerNorms ``4 dim``, values and output ``2 dim**2 + 2 dim``, attention tabl
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax.linen as nn
@@ -35,8 +36,9 @@ from jax import lax
 
 from .. import tuning
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
+from .registry import register_network
 
-__all__ = ["ViT", "patch_tokens", "vit_param_count"]
+__all__ = ["ViT", "ViTOptions", "ViTTrunk", "patch_tokens", "vit_param_count"]
 
 
 def patch_tokens(lattice_shape: tuple, n_basis: int, patch: int) -> np.ndarray:
@@ -74,8 +76,69 @@ def vit_param_count(lattice_shape, n_basis: int = 1, patch: int = 2, dim: int = 
     return (token + 1) * dim + depth * block + 2 * dim + n_out * (dim + 1)
 
 
+class ViTTrunk(nn.Module):
+    """The Vision Transformer's backbone (the ``"vit"`` network of the registry): spins
+    ``(batch, n_sites)`` -> token features ``(batch, n_tokens, dim)`` after the final
+    LayerNorm (embedding, ``depth`` blocks; see the module docstring). Equivariant under
+    translations by whole patches: by whole cells when ``patch == 1``
+    (``equivariance = "cells"``), else ``"none"`` (projected over every group element).
+    Attributes as :class:`ViT`'s."""
+
+    lattice_shape: tuple
+    n_basis: int = 1
+    patch: int = 2
+    dim: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp_ratio: int = 2
+    dtype: Any = jnp.float32
+
+    def __post_init__(self):
+        object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
+        for name in ("n_basis", "patch", "dim", "depth", "heads", "mlp_ratio"):
+            positive_int(getattr(self, name), name)
+        if self.dim % self.heads:
+            raise ValueError(f"heads: {self.heads} must divide dim = {self.dim}")
+        patch_tokens(self.lattice_shape, self.n_basis, self.patch)  # checks that patch divides the lengths
+        real_dtype(self.dtype)
+        super().__post_init__()
+
+    @property
+    def equivariance(self) -> str:
+        return "cells" if self.patch == 1 else "none"
+
+    @property
+    def grid(self) -> tuple:
+        return tuple(length // self.patch for length in self.lattice_shape)
+
+    @nn.compact
+    def __call__(self, s):
+        dtype = real_dtype(self.dtype)
+        n_sites = int(np.prod(self.lattice_shape)) * self.n_basis
+        s = spin_batch(s, n_sites)
+        tokens = patch_tokens(self.lattice_shape, self.n_basis, self.patch)
+        n_tokens = tokens.shape[0]
+        x = s.astype(dtype)[:, tokens]  # (batch, T, token)
+        x = nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name="embed")(x)
+        displacement = _displacement_index(self.grid)
+        head_dim = self.dim // self.heads
+        for i in range(self.depth):
+            h = nn.LayerNorm(dtype=dtype, param_dtype=dtype, name=f"norm_attention_{i}")(x)
+            values = nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"values_{i}")(h)
+            values = values.reshape(*values.shape[:2], self.heads, head_dim)
+            table = self.param(f"attention_{i}", nn.initializers.normal(1.0 / n_tokens), (self.heads, n_tokens), dtype)
+            weights = table[:, displacement]  # (heads, T, T): a function of t - u only
+            mixed = jnp.einsum("htu,buhd->bthd", weights, values).reshape(*x.shape[:2], self.dim)
+            x = x + nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"attention_out_{i}")(mixed)
+            h = nn.LayerNorm(dtype=dtype, param_dtype=dtype, name=f"norm_mlp_{i}")(x)
+            h = nn.Dense(self.mlp_ratio * self.dim, dtype=dtype, param_dtype=dtype, name=f"mlp_in_{i}")(h)
+            x = x + nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"mlp_out_{i}")(nn.gelu(h))
+        return nn.LayerNorm(dtype=dtype, param_dtype=dtype, name="final_norm")(x)
+
+
 class ViT(nn.Module):
-    """log psi0 of a Vision Transformer on lattice patches (see the module docstring).
+    """log psi0 of a Vision Transformer on lattice patches (see the module docstring):
+    :class:`ViTTrunk` and a readout ``dim -> 1 or 2`` with bias, summed over tokens.
 
     Attributes:
       lattice_shape: the grid of unit cells, ``(L,)`` or ``(Lx, Ly)``.
@@ -114,33 +177,42 @@ class ViT(nn.Module):
     def grid(self) -> tuple:
         return tuple(length // self.patch for length in self.lattice_shape)
 
-    @nn.compact
+    def setup(self):
+        dtype = real_dtype(self.dtype)
+        self.trunk = ViTTrunk(self.lattice_shape, self.n_basis, self.patch, self.dim, self.depth, self.heads,
+                              self.mlp_ratio, self.dtype)
+        nn.share_scope(self, self.trunk)
+        self.readout = nn.Dense(2 if self.complex_output else 1, dtype=dtype, param_dtype=dtype,
+                                kernel_init=nn.initializers.normal(self.final_scale))
+
     @tuning.at_matmul_precision
     def __call__(self, s):
-        dtype = real_dtype(self.dtype)
-        n_sites = int(np.prod(self.lattice_shape)) * self.n_basis
-        s = spin_batch(s, n_sites)
-        tokens = patch_tokens(self.lattice_shape, self.n_basis, self.patch)
-        n_tokens = tokens.shape[0]
-        x = s.astype(dtype)[:, tokens]  # (batch, T, token)
-        x = nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name="embed")(x)
-        displacement = _displacement_index(self.grid)
-        head_dim = self.dim // self.heads
-        for i in range(self.depth):
-            h = nn.LayerNorm(dtype=dtype, param_dtype=dtype, name=f"norm_attention_{i}")(x)
-            values = nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"values_{i}")(h)
-            values = values.reshape(*values.shape[:2], self.heads, head_dim)
-            table = self.param(f"attention_{i}", nn.initializers.normal(1.0 / n_tokens), (self.heads, n_tokens), dtype)
-            weights = table[:, displacement]  # (heads, T, T): a function of t - u only
-            mixed = jnp.einsum("htu,buhd->bthd", weights, values).reshape(*x.shape[:2], self.dim)
-            x = x + nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"attention_out_{i}")(mixed)
-            h = nn.LayerNorm(dtype=dtype, param_dtype=dtype, name=f"norm_mlp_{i}")(x)
-            h = nn.Dense(self.mlp_ratio * self.dim, dtype=dtype, param_dtype=dtype, name=f"mlp_in_{i}")(h)
-            x = x + nn.Dense(self.dim, dtype=dtype, param_dtype=dtype, name=f"mlp_out_{i}")(nn.gelu(h))
-        x = nn.LayerNorm(dtype=dtype, param_dtype=dtype, name="final_norm")(x)
-        n_out = 2 if self.complex_output else 1
-        out = nn.Dense(n_out, dtype=dtype, param_dtype=dtype, name="readout",
-                       kernel_init=nn.initializers.normal(self.final_scale))(x).sum(axis=1)  # (batch, n_out)
+        out = self.readout(self.trunk(s)).sum(axis=1)  # (batch, n_out)
         if not self.complex_output:
             return out[:, 0]
-        return lax.complex(out[:, 0], out[:, 1]).astype(complex_dtype(dtype))
+        return lax.complex(out[:, 0], out[:, 1]).astype(complex_dtype(self.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTOptions:
+    """Options of the ``"vit"`` network (:class:`ViTTrunk`): ``patch`` (cells per patch along
+    every axis; must divide every extent), ``dim``, ``depth``, ``heads`` (divides ``dim``),
+    ``mlp_ratio``."""
+
+    patch: int = 2
+    dim: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp_ratio: int = 2
+
+    def __post_init__(self):
+        for name in ("patch", "dim", "depth", "heads", "mlp_ratio"):
+            positive_int(getattr(self, name), name)
+        if self.dim % self.heads:
+            raise ValueError(f"heads: {self.heads} must divide dim = {self.dim}")
+
+
+@register_network("vit", options=ViTOptions)
+def vit_network(lattice, options: ViTOptions, dtype) -> ViTTrunk:
+    """The :class:`ViTTrunk` of ``lattice``'s grid of cells."""
+    return ViTTrunk(tuple(lattice.shape), int(lattice.n_basis), dtype=dtype, **dataclasses.asdict(options))
