@@ -19,6 +19,7 @@ from ._validate import positive_int
 from .hilbert import all_states, states_to_codes
 from .hilbert import resolve_total_sz as _resolve_sector
 from .operators import SpinHamiltonian
+from .references import ENERGY_PER_SITE
 from .symmetry import Symmetry
 
 __all__ = [
@@ -34,37 +35,8 @@ __all__ = [
     "REFERENCE_ENERGY_PER_SITE",
 ]
 
-# Ground-state energies per site of the spin-1/2 Heisenberg model (J1 = 1, spin-1/2 units,
-# periodic clusters), keyed like ``recipes.LITERATURE_ENERGY_PER_SITE``:
-# (lattice.name, "heisenberg", J2) -> energy per site. Entries up to 24 sites were
-# computed by :func:`ground_state_energy` (total_sz "auto": 0, or 1/2 on 9 sites); those
-# up to 16 sites are checked by tests/test_lattices_2d.py; "triangular:6x6" is a literature value of the
-# same cluster (the 36-site torus spanned by 6 a_1 and 6 a_2, full C6v symmetry:
-# Leung and Runge, PRB 47, 5861 (1993); Bernu, Lecheminant, Lhuillier and Pierre, PRB 50,
-# 10048 (1994)). The 36-site kagome value -0.43837653 (Lauchli, Sudan and Sorensen, PRB
-# 83, 212401 (2011)) belongs to the C6v cluster "36d" spanned by 2 a_1 + 2 a_2 and
-# -2 a_1 + 4 a_2 (12 cells), which no Kagome(L1, L2) is; it is not listed.
-REFERENCE_ENERGY_PER_SITE = {
-    ("triangular:3x3", "heisenberg", 0.0): -0.5833333333,  # 9 sites, Sz = 1/2: E = -21/4
-    ("triangular:4x3", "heisenberg", 0.0): -0.5775676969,
-    ("triangular:3x4", "heisenberg", 0.0): -0.5775676969,
-    ("triangular:4x4", "heisenberg", 0.0): -0.5347196823,
-    ("triangular:6x3", "heisenberg", 0.0): -0.5811075353,
-    ("triangular:3x6", "heisenberg", 0.0): -0.5811075353,
-    ("triangular:5x4", "heisenberg", 0.0): -0.5581064530,
-    ("triangular:6x6", "heisenberg", 0.0): -0.5603734,  # literature (see above)
-    ("honeycomb:2x2", "heisenberg", 0.0): -0.6025111718,
-    ("honeycomb:3x2", "heisenberg", 0.0): -0.5775717907,
-    ("honeycomb:4x2", "heisenberg", 0.0): -0.5699726305,
-    ("honeycomb:2x4", "heisenberg", 0.0): -0.5699726305,
-    ("honeycomb:3x3", "heisenberg", 0.0): -0.5609536576,
-    ("honeycomb:5x2", "heisenberg", 0.0): -0.5667164098,
-    ("honeycomb:4x3", "heisenberg", 0.0): -0.5556846899,  # 24 sites, E = -13.33643256 (ED here, ~5 min)
-    ("kagome:2x2", "heisenberg", 0.0): -0.4537396014,  # E = -5.44487522, as Lauchli et al. (2011)
-    ("kagome:3x2", "heisenberg", 0.0): -0.4471261541,
-    ("kagome:2x3", "heisenberg", 0.0): -0.4471261541,
-    ("kagome:4x2", "heisenberg", 0.0): -0.4483290520,  # 24 sites, E = -10.75989725 (ED here, ~5 min)
-}
+# the package's table of reference energies (one table: quantax_lite.references), by its earlier name
+REFERENCE_ENERGY_PER_SITE = ENERGY_PER_SITE
 
 _DENSE_LIMIT = 300  # below this dimension, dense eigh is faster and exact
 

@@ -15,7 +15,7 @@ import scipy.sparse.linalg as spla
 
 from quantax_lite.exact import REFERENCE_ENERGY_PER_SITE, ground_state, symmetry_matrix
 from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular, site_coords
+from quantax_lite.lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular, parse_lattice, site_coords
 from quantax_lite.operators import Heisenberg, TransverseFieldIsing, marshall_sign
 from quantax_lite.symmetry import (
     allowed_momenta,
@@ -326,9 +326,12 @@ def test_triangular_4x4_energy_and_table():
     assert abs(REFERENCE_ENERGY_PER_SITE[("triangular:4x4", "heisenberg", 0.0)] * 16 - expected) < 1e-7
     # every table entry names a lattice the constructors build, with its number of sites
     for (name, ham, j2), e in REFERENCE_ENERGY_PER_SITE.items():
-        kind, grid = name.split(":")[:2]
-        L1, L2 = map(int, grid.split("x"))
-        assert MAKE[kind](L1, L2).name == name and ham == "heisenberg" and j2 == 0.0 and -0.7 < e < -0.4
+        lattice = parse_lattice(name)
+        kind = name.split(":")[0] if ":" in name else "square"
+        assert lattice.kind == kind and lattice.pbc and lattice.name == name
+        if kind != "square":
+            assert MAKE[kind](*lattice.shape).name == name
+        assert (ham, j2) in (("heisenberg", 0.0), ("j1j2", 0.5)) and -0.7 < e < -0.4
 
 
 def test_marshall_sign_only_with_two_sublattices():

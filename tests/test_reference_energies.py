@@ -1,7 +1,8 @@
 """Every stored reference energy of the package, recomputed or pinned.
 
-``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (ground-state energies per site of
-periodic Heisenberg clusters) is recomputed by sparse diagonalization
+``quantax_lite.references.ENERGY_PER_SITE``, the package's one table of ground-state
+energies per site of periodic clusters (``exact.REFERENCE_ENERGY_PER_SITE`` is the same
+table), is recomputed by sparse diagonalization
 (:func:`~quantax_lite.exact.ground_state_energy`, Sz = 0, or 1/2 on an odd number of
 sites, as the table says its entries were made) and compared with the stored value to its
 stored digits: within half a unit of its last decimal, read from the source text (so a
@@ -12,8 +13,7 @@ file); the 24-site ones (2.7 million configurations) are marked slow (honeycomb 
 40 s; kagome 4x2: 5-6 minutes and 7 GB of memory).
 
 Literature values of clusters beyond exact diagonalization here (36 and 100 sites:
-``recipes.LITERATURE_ENERGY_PER_SITE`` and the 36-site triangular entry) cannot be
-recomputed; they are pinned to the values of their sources below, so that any change
+``references.LITERATURE``) cannot be recomputed; they are pinned to the values of their sources below, so that any change
 to them, or a new entry of that size, fails until it is checked, and the square-lattice
 Heisenberg ones are checked for consistency with finite-size scaling from the 4x4
 energy.
@@ -25,10 +25,10 @@ import re
 
 import pytest
 
-from quantax_lite import exact, recipes
+from quantax_lite import exact, references
 from quantax_lite.exact import ground_state_energy
 from quantax_lite.operators import Heisenberg
-from quantax_lite.recipes import parse_lattice
+from quantax_lite.lattice import parse_lattice
 
 # above this many sites exact diagonalization is out of reach here
 ED_SITES = 24
@@ -39,13 +39,13 @@ DEFAULT_RUN_SITES = 20
 LITERATURE = {
     # 6x6 square, exact diagonalization: E = -24.4393969 (Schulz, Ziman and Poilblanc,
     # J. Phys. I France 6, 675 (1996))
-    ("recipes", ("6x6", "heisenberg", 0.0)): -0.678872,
+    ("6x6", "heisenberg", 0.0): -0.678872,
     # 6x6 square J1-J2 at J2 = 0.5, exact diagonalization (Schulz, Ziman and Poilblanc, ibid.)
-    ("recipes", ("6x6", "j1j2", 0.5)): -0.50381,
+    ("6x6", "j1j2", 0.5): -0.50381,
     # 10x10 square, quantum Monte Carlo (Sandvik, PRB 56, 11678 (1997))
-    ("recipes", ("10x10", "heisenberg", 0.0)): -0.671549,
+    ("10x10", "heisenberg", 0.0): -0.671549,
     # the 36-site triangular torus (Leung and Runge, PRB 47, 5861 (1993); Bernu et al., PRB 50, 10048 (1994))
-    ("exact", ("triangular:6x6", "heisenberg", 0.0)): -0.5603734,
+    ("triangular:6x6", "heisenberg", 0.0): -0.5603734,
 }
 
 
@@ -68,8 +68,8 @@ def _table_sources(module, name):
     raise LookupError(f"{name} not found in {module.__file__}")
 
 
-EXACT_TABLE = _table_sources(exact, "REFERENCE_ENERGY_PER_SITE")
-RECIPES_TABLE = _table_sources(recipes, "LITERATURE_ENERGY_PER_SITE")
+TABLE = _table_sources(references, "ENERGY_PER_SITE")
+EXACT_TABLE = TABLE  # the entries recomputed below are those of at most ED_SITES sites
 
 
 def _half_unit(text: str) -> float:
@@ -124,22 +124,24 @@ def test_stored_energy_per_site_is_the_exact_one(key):
 
 
 def test_every_stored_energy_is_recomputed_or_pinned():
-    """Each entry of both tables is recomputed above (at most 24 sites) or is a literature
-    value of a larger cluster pinned in LITERATURE with its source; no key is in both
-    tables; every value is a negative energy per site of a plausible size."""
-    tables = {"exact": EXACT_TABLE, "recipes": RECIPES_TABLE}
+    """Each entry of the one table is recomputed above (at most 24 sites) or is a literature
+    value of a larger cluster pinned in LITERATURE with its source, and marked so in
+    references.LITERATURE; every value is a negative energy per site of a plausible size;
+    the old names of the table are the same table."""
     pinned = set()
-    for table_name, table in tables.items():
-        for key, (value, text, _) in table.items():
-            assert -1.0 < value < -0.25, (table_name, key, value)
-            if table_name == "exact" and _n_sites(key) <= ED_SITES:
-                continue
-            assert (table_name, key) in LITERATURE, (
-                f"{table_name}: {key} is neither recomputed (over {ED_SITES} sites) nor pinned in LITERATURE")
-            assert value == LITERATURE[table_name, key], (table_name, key, text)
-            pinned.add((table_name, key))
-    assert pinned == set(LITERATURE)
-    assert not set(EXACT_TABLE) & set(RECIPES_TABLE)
+    for key, (value, text, _) in TABLE.items():
+        assert -1.0 < value < -0.25, (key, value)
+        if _n_sites(key) <= ED_SITES:
+            assert key not in references.LITERATURE, key
+            continue
+        assert key in LITERATURE, f"{key} is neither recomputed (over {ED_SITES} sites) nor pinned in LITERATURE"
+        assert value == LITERATURE[key], (key, text)
+        pinned.add(key)
+    assert pinned == set(LITERATURE) == set(references.LITERATURE)
+    assert exact.REFERENCE_ENERGY_PER_SITE is references.ENERGY_PER_SITE
+    assert references.energy_per_site("6x6", "j1j2", 0.5) == -0.50381 and references.energy_per_site("8x8", "heisenberg") is None
+    assert references.source("6x6", "heisenberg").startswith("literature value")
+    assert references.source("kagome:2x2", "heisenberg", 0).startswith("tabulated ground state")
 
 
 def test_square_literature_values_follow_finite_size_scaling():
@@ -150,8 +152,8 @@ def test_square_literature_values_follow_finite_size_scaling():
     either value fails (the pinned values above guard every digit)."""
     e4 = _exact_energy(("4x4", "heisenberg", 0.0)) / 16
     assert e4 == pytest.approx(-0.7017802, abs=1e-7)  # the well-known 4x4 value
-    e6 = RECIPES_TABLE["6x6", "heisenberg", 0.0][0]
-    e10 = RECIPES_TABLE["10x10", "heisenberg", 0.0][0]
+    e6 = TABLE["6x6", "heisenberg", 0.0][0]
+    e10 = TABLE["10x10", "heisenberg", 0.0][0]
     c = (e4 - e10) / (4.0**-3 - 10.0**-3)
     e_inf = e10 - c * 10.0**-3
     assert e_inf == pytest.approx(-0.6694, abs=1e-3)  # the thermodynamic limit (QMC: -0.669437)
