@@ -26,11 +26,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._validate import finite_number, positive_int
+from .ground_sector import MAX_SEARCH_SITES, WEIGHT_TOL, GroundOverlaps, find_ground_sector, momenta
+from .ground_sector import whole_space_ground_state
 from .memory import check_memory_budget
 from .lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
-           "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage"]
+           "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage", "SectorChoice", "AUTO_FIELDS",
+           "MEASURED_OPTIMIZER"]
 
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
@@ -51,12 +54,23 @@ LITERATURE_ENERGY_PER_SITE = {
     ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
 }
 MAX_ED_SITES = 20
+# Fields whose default "auto" the recipe decides from the lattice and Hamiltonian
+# (Recipe.resolved); a run records what they were decided to be, so it reloads the same.
+AUTO_FIELDS = ("momentum", "spin_parity", "rotation_parity", "channels", "depth", "diag_shift", "sr_momentum")
+# (sr_momentum, diag_shift) that "auto" gives, by the kind of frustration (Recipe.frustration),
+# as measured best in benchmarks/accuracy.py (docs/benchmarks.md): SPRING with memory 0.9 and
+# a shift of 1e-3 on the 4x4 and 6x6 J1-J2 rows (MinSR stalled at 4.5e-3 on 4x4) and the
+# triangular 6x6 row; the kagome 2x3 row used the shift 1e-3 without SPRING (SPRING 0.9
+# diverged there); unfrustrated models (the 4x4, 6x6 and chain Heisenberg rows): MinSR, 1e-4.
+MEASURED_OPTIMIZER = {"j1j2": (0.9, 1e-3), "triangular": (0.9, 1e-3), "kagome": (0.0, 1e-3), None: (0.0, 1e-4)}
 # readout initialization scale of networks for frustrated Heisenberg models (Recipe.init_scale)
 FRUSTRATED_INIT_SCALE = 0.3
-# Recipe fields added after runs were made without them, with the value those runs had.
+# Recipe fields added after runs were made without them, with the value those runs had
+# (the sector fields' None: k = 0, spin parity not imposed with translations, +1 with full).
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
                           "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
                           "full_stage_samples": None, "full_stage_lr": None}
+AUTO = "auto"
 # Options that runs of earlier versions recorded and that no longer exist: speed choices the
 # library now makes itself (quantax_lite.tuning). A run recording one is read with a warning.
 OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
@@ -168,8 +182,10 @@ def parse_symmetry(text) -> tuple[tuple[str, int], ...]:
 
 
 def _momentum(text: str):
-    """Command-line form of ``momentum``: 'm1,m2' (or 'm' on a chain) -> a list of ints
-    (checked by the recipe)."""
+    """Command-line form of ``momentum``: 'auto', or 'm1,m2' (or 'm' on a chain) -> a list of
+    ints (checked by the recipe)."""
+    if text.strip() == AUTO:
+        return AUTO
     try:
         return [int(x) for x in text.split(",")]
     except ValueError:
@@ -184,6 +200,28 @@ def int_or_auto(text: str):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive int or 'auto', got {text!r}") from None
+
+
+def parity_or_auto(text: str):
+    """Command-line form of ``spin_parity`` / ``rotation_parity``: 'auto' or an int (the
+    parser's choices then allow +1 and -1)."""
+    if text.strip() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected +1, -1 or 'auto', got {text!r}") from None
+
+
+def float_or_auto(text: str):
+    """Command-line form of ``diag_shift`` / ``sr_momentum``: 'auto' or a number (checked by
+    the recipe)."""
+    if text.strip() == AUTO:
+        return AUTO
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
 
 
 def int_or_float(text: str):
@@ -212,6 +250,12 @@ def _halving_schedule(lr: float, half_life: float, start: int, count):
     elapsed = jnp.maximum(jnp.asarray(count, dt) - jnp.asarray(start, dt), jnp.zeros((), dt))
     value = jnp.asarray(lr, dt) * jnp.asarray(0.5, dt) ** (elapsed / jnp.asarray(half_life, dt))
     return jnp.maximum(value, jnp.asarray(lr / 10, dt))
+
+
+_SECTOR_AUTO_HELP = ("auto: the sector of the ground state of the whole Sz = 0 space, found by exact "
+                     "diagonalization up to 24 sites (ground_sector.MAX_SEARCH_SITES), of characters 1 where a "
+                     "sign rule makes that ground state positive and above 24 sites; the run prints what it "
+                     "chose and why")
 
 
 def _field(default, kind, group, help, choices=None):
@@ -250,29 +294,33 @@ class Recipe:
                            "'translations>full@N': translations for the first N steps, then the full group with "
                            "the same parameters (symmetry restoration: most of the accuracy of full for a "
                            "fraction of its cost)")
-    momentum: Any = _field(None, _momentum, "network", "momentum sector 'm1,m2' ('m' on a chain) of the "
+    momentum: Any = _field(AUTO, _momentum, "network", "momentum sector 'm1,m2' ('m' on a chain) of the "
                            "translations: integers m_d, k = sum_d m_d b_d / L_d (b_d the reciprocal vectors, L_d "
                            "the cells along a_d; symmetry.allowed_momenta); with symmetry full the point group is "
-                           "cut to the little group of k (default: k = 0)")
-    spin_parity: int | None = _field(None, int, "network", "character of the global spin flip, +1 or -1 (a "
-                                     "singlet of N sites has (-1)^(N/2)); adds spin inversion to the "
-                                     "translations (default: +1 with symmetry full, not imposed with "
-                                     "translations)", (1, -1))
-    rotation_parity: int | None = _field(None, int, "network", "with symmetry full: the point group's irrep, "
-                                         "+1 (all characters 1) or -1 (odd under the smallest rotation, each "
-                                         "mirror as its rotation part; the ground states of triangular:4x3, "
-                                         "kagome:2x2 and kagome:2x3 are odd under the rotation by pi) "
-                                         "(default: +1)", (1, -1))
+                           "cut to the little group of k; " + _SECTOR_AUTO_HELP + " (None: k = 0)")
+    spin_parity: Any = _field(AUTO, parity_or_auto, "network", "character of the global spin flip, +1 or -1 (a "
+                              "singlet of N sites has (-1)^(N/2) in the plain basis, +1 in the Marshall basis); "
+                              "adds spin inversion to the translations; auto: with symmetry full that of the "
+                              "ground state's sector (see momentum), not imposed with translations (None: +1 "
+                              "with full, not imposed with translations)", (AUTO, 1, -1))
+    rotation_parity: Any = _field(AUTO, parity_or_auto, "network", "with symmetry full: the point group's irrep, "
+                                  "+1 (all characters 1) or -1 (odd under the smallest rotation, each mirror as "
+                                  "its rotation part; the ground states of triangular:4x3, kagome:2x2 and "
+                                  "kagome:2x3 are odd under the rotation by pi); auto: that of the ground "
+                                  "state's sector (see momentum; where it lies in an irrep of neither kind, the "
+                                  "one of the two with the lower energy) (None: +1)", (AUTO, 1, -1))
     momentum_readout: str = _field("plane_wave", str, "network", "how the network carries a nonzero momentum: "
                                    "plane_wave, log psi_0 = sum_r a_r + log sum_r exp(i k.R_r + b_r) over the "
                                    "cells r, a momentum eigenstate whose log-amplitude is a sum over the lattice "
                                    "(complex networks; signed ones use origin); origin, log psi_0 = the output "
                                    "of one cell, summed over the translations with their characters (the "
                                    "network of runs made before this option)", MOMENTUM_READOUTS)
-    depth: int | None = _field(None, int, "network", "residual blocks (default: by lattice size; 4 on "
-                               "triangular and kagome)")
-    channels: int | None = _field(None, int, "network", "conv channels (default: by lattice size; 16 on "
-                                  "triangular and kagome)")
+    depth: Any = _field(AUTO, int_or_auto, "network", "residual blocks; auto: the measured network by lattice "
+                        "size (Recipe.network_size: 2 up to 20 sites, 3 on 2D lattices of 21-36 sites, 4 "
+                        "beyond) (None: as make_conv_nqs chooses by lattice size)")
+    channels: Any = _field(AUTO, int_or_auto, "network", "conv channels; auto: the measured network by "
+                           "lattice size (Recipe.network_size: 8 up to 20 sites, 12 on triangular and kagome "
+                           "ones, 8 on 2D lattices of 21-36 sites, 16 beyond) (None: as make_conv_nqs chooses)")
     kernel_size: int | None = _field(None, int, "network", "conv kernel size on the grid of unit cells (default: "
                                      "3 in 2D, 5 in 1D)")
     norm: str = _field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
@@ -311,10 +359,14 @@ class Recipe:
                                          "('translations>full@N'): the learning rate at step N, halving over "
                                          "lr-half-life from there (down to a tenth of it) (default: the schedule "
                                          "of lr goes on)")
-    diag_shift: float = _field(1e-4, float, "optimization", "absolute SR diagonal shift")
+    diag_shift: Any = _field(AUTO, float_or_auto, "optimization", "absolute SR diagonal shift; auto: 1e-3 for "
+                             "frustrated models (J1-J2, triangular and kagome Heisenberg), 1e-4 otherwise, as "
+                             "measured (recipes.MEASURED_OPTIMIZER)")
     diag_scale: float = _field(0.0, float, "optimization", "relative SR diagonal shift (x mean diagonal of S)")
-    sr_momentum: float = _field(0.0, float, "optimization", "SPRING memory in [0, 1): each direction keeps this "
-                                "fraction of the last where the step's samples leave it undetermined; 0: MinSR")
+    sr_momentum: Any = _field(AUTO, float_or_auto, "optimization", "SPRING memory in [0, 1): each direction "
+                              "keeps this fraction of the last where the step's samples leave it undetermined; "
+                              "0: MinSR; auto: 0.9 for J1-J2 and triangular Heisenberg, 0 otherwise (kagome "
+                              "included), as measured (recipes.MEASURED_OPTIMIZER)")
     eval_samples: int | None = _field(None, int, "optimization", "fresh samples of the final energy, drawn in "
                                       "blocks of a step's samples (default: 32 x the samples per step of the "
                                       "last stage)")
@@ -348,17 +400,19 @@ class Recipe:
                                  f"{self.chunk_size} the chunk is used as given, so give one or the other.")
         check_memory_budget(self.memory_budget)
         for name in ("chains", "sweep_size", "eval_samples", "channels", "kernel_size"):
-            if getattr(self, name) is not None:
+            if getattr(self, name) is not None and not _is_auto(getattr(self, name)):
                 positive_int(getattr(self, name), name)
-        if self.depth is not None:
+        if self.depth is not None and not _is_auto(self.depth):
             positive_int(self.depth, "depth", minimum=0)
         finite_number(self.lr, "lr", above=0)
         finite_number(self.lr_half_life, "lr_half_life", above=0)
         self._check_full_stage()
-        finite_number(self.diag_shift, "diag_shift", minimum=0)
+        if not _is_auto(self.diag_shift):
+            finite_number(self.diag_shift, "diag_shift", minimum=0)
         finite_number(self.diag_scale, "diag_scale", minimum=0)
-        if not (finite_number(self.sr_momentum, "sr_momentum") >= 0 and self.sr_momentum < 1):
-            raise ValueError(f"sr_momentum: expected a number in [0, 1), got {self.sr_momentum!r}.")
+        if not _is_auto(self.sr_momentum) and not (finite_number(self.sr_momentum, "sr_momentum") >= 0
+                                                   and self.sr_momentum < 1):
+            raise ValueError(f"sr_momentum: expected a number in [0, 1) or 'auto', got {self.sr_momentum!r}.")
         lattice = parse_lattice(self.lattice)
         self._check_exact_sum(lattice)
         self._check_sector(lattice)
@@ -410,14 +464,18 @@ class Recipe:
 
     def _check_sector(self, lattice) -> None:
         """Validate (and normalize to a tuple) ``momentum``, ``spin_parity``; ``amplitude``
-        'positive' only in the sector of characters 1."""
+        'positive' only in the sector of characters 1. An 'auto' field is decided later
+        (:meth:`sector_choice`), never here: constructing a recipe diagonalizes nothing."""
         m = self.momentum
-        if isinstance(m, str):
+        if isinstance(m, str) and m.strip() == AUTO:
+            m = AUTO
+            object.__setattr__(self, "momentum", AUTO)
+        elif isinstance(m, str):
             try:
                 m = _momentum(m)
             except argparse.ArgumentTypeError as err:
                 raise ValueError(f"momentum: {err}") from None
-        if m is not None:
+        if m is not None and m != AUTO:
             if isinstance(m, (int, np.integer)) and not isinstance(m, bool):
                 m = (m,)
             m = tuple(m) if isinstance(m, (list, tuple, np.ndarray)) else m
@@ -428,7 +486,7 @@ class Recipe:
             m = tuple(int(x) for x in m)
             object.__setattr__(self, "momentum", m)
         groups = set(re.findall(r"[a-z]+", str(self.symmetry)))
-        if self.sector_momentum(lattice) is not None:
+        if m != AUTO and self.sector_momentum(lattice) is not None:
             if "none" in groups:
                 raise ValueError(f"momentum: {m} needs a group with translations; symmetry is {self.symmetry!r}.")
             if not lattice.pbc:
@@ -436,21 +494,24 @@ class Recipe:
                                  f"sector; got {m}.")
         for name in ("spin_parity", "rotation_parity"):
             value = getattr(self, name)
+            if isinstance(value, str) and value.strip() == AUTO:
+                object.__setattr__(self, name, AUTO)
+                continue
             if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
-                raise TypeError(f"{name}: expected the int +1 or -1, got {value!r}.")
-        if self.spin_parity is not None:
+                raise TypeError(f"{name}: expected the int +1 or -1 (or 'auto'), got {value!r}.")
+        if self.spin_parity not in (None, AUTO):
             if self.spin_parity not in (1, -1):
                 raise ValueError(f"spin_parity: expected +1 or -1, got {self.spin_parity!r}.")
             if "none" in groups:
                 raise ValueError(f"spin_parity: {self.spin_parity} needs a group; symmetry is {self.symmetry!r} "
                                  "(translations adds spin inversion with this character).")
-        if self.rotation_parity is not None:
+        if self.rotation_parity not in (None, AUTO):
             if self.rotation_parity not in (1, -1):
                 raise ValueError(f"rotation_parity: expected +1 or -1, got {self.rotation_parity!r}.")
             if "full" not in groups:
                 raise ValueError(f"rotation_parity: {self.rotation_parity} sets the characters of the point group, "
                                  f"which only symmetry 'full' holds; symmetry is {self.symmetry!r}.")
-        if self.amplitude == "positive" and not self.trivial_sector(lattice):
+        if self.amplitude == "positive" and not self._given_sector_trivial(lattice):
             raise ValueError(f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
                              f"momentum {m}, spin_parity {self.spin_parity}, rotation_parity {self.rotation_parity}; use 'complex' or 'signed' (or 'auto').")
 
@@ -469,8 +530,10 @@ class Recipe:
                              "use 'none' or 'auto'.")
 
     def has_momentum(self) -> bool:
-        """Whether the sector has a nonzero momentum (where ``momentum_readout`` matters)."""
-        return self.momentum is not None and any(int(m) != 0 for m in np.atleast_1d(self.momentum))
+        """Whether the sector has a nonzero momentum (where ``momentum_readout`` matters);
+        an 'auto' momentum as :meth:`sector_choice` decides it."""
+        m = self._sector_fields()[0]
+        return m is not None and any(int(x) != 0 for x in np.atleast_1d(m))
 
     def phase_rule_kind(self, lattice=None) -> str:
         """'120' or 'none': ``phase_rule``, or what 'auto' picks for ``lattice``."""
@@ -492,17 +555,68 @@ class Recipe:
 
     def sector_momentum(self, lattice=None):
         """The Cartesian wave vector ``k = sum_d m_d b_d / L_d`` of ``momentum`` (float64
-        ``(ndim,)``), or None for ``k = 0`` (every ``m_d`` a multiple of ``L_d``)."""
+        ``(ndim,)``), or None for ``k = 0`` (every ``m_d`` a multiple of ``L_d``); an 'auto'
+        momentum as :meth:`sector_choice` decides it."""
         lattice = parse_lattice(self.lattice) if lattice is None else lattice
-        if self.momentum is None or not any(int(x) % L for x, L in zip(self.momentum, lattice.shape)):
-            return None
-        # reduced mod L_d in integers first (a float64 of a huge m_d would round to another one)
-        m = np.asarray([int(x) % int(L) for x, L in zip(self.momentum, lattice.shape)], np.float64)
-        return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
+        m = self.momentum if self.momentum != AUTO else self._sector_fields(lattice)[0]
+        return _wave_vector(lattice, m)
 
     def trivial_sector(self, lattice=None) -> bool:
-        """True when every character of the group is 1 (k = 0, spin and rotation parity not -1)."""
-        return self.sector_momentum(lattice) is None and self.spin_parity != -1 and self.rotation_parity != -1
+        """True when every character of the group is 1 (k = 0, spin and rotation parity not -1);
+        'auto' fields as :meth:`sector_choice` decides them."""
+        m, p, r = self._sector_fields(lattice)
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        return _wave_vector(lattice, m) is None and p != -1 and r != -1
+
+    def _given_sector_trivial(self, lattice) -> bool:
+        """:meth:`trivial_sector` of the fields as given, an 'auto' one counted as trivial
+        (what it becomes where ``amplitude`` is 'positive'); decides nothing."""
+        m = None if self.momentum == AUTO else self.momentum
+        return _wave_vector(lattice, m) is None and self.spin_parity != -1 and self.rotation_parity != -1
+
+    # -- what 'auto' decides ----------------------------------------------------------
+
+    def frustration(self, lattice=None) -> str | None:
+        """The kind of frustration that picks the 'auto' optimizer settings
+        (:data:`MEASURED_OPTIMIZER`): 'j1j2' (hamiltonian j1j2 with J2 != 0), 'triangular' or
+        'kagome' (Heisenberg on those lattices), None otherwise (tfim included)."""
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        if self.hamiltonian == "tfim":
+            return None
+        if self.hamiltonian == "j1j2" and (0.5 if self.J2 is None else self.J2) != 0:
+            return "j1j2"
+        kind = getattr(lattice, "kind", None)
+        return kind if kind in ("triangular", "kagome") else None
+
+    def optimizer_settings(self, lattice=None) -> tuple[float, float]:
+        """``(sr_momentum, diag_shift)``: each as given, or what 'auto' picks by
+        :meth:`frustration` (:data:`MEASURED_OPTIMIZER`)."""
+        momentum, shift = MEASURED_OPTIMIZER[self.frustration(lattice)]
+        return (momentum if _is_auto(self.sr_momentum) else float(self.sr_momentum),
+                shift if _is_auto(self.diag_shift) else float(self.diag_shift))
+
+    def network_size(self, lattice=None) -> tuple[int | None, int | None]:
+        """``(channels, depth)`` of the network: each as given (None: the network's own
+        default, :func:`~quantax_lite.models.default_conv_architecture`), or what 'auto' picks
+        from the measured rows (benchmarks/accuracy.py): up to 20 sites the network's default
+        (8 channels, depth 2: the 4x4 and chain rows), but 12 channels on triangular and
+        kagome clusters (the kagome 2x3 row, 5,592 parameters); 2D lattices of 21-36 sites 8
+        channels, depth 3 (the 6x6 Heisenberg, J1-J2 and triangular rows, which the default
+        16 x 4 network lost to within their time budgets); beyond, and chains beyond 20 sites,
+        the network's default (16 channels, depth 4)."""
+        from .models import default_conv_architecture
+
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        default = default_conv_architecture(lattice)
+        n, two_d = lattice.n_sites, lattice.ndim == 2
+        if n <= 20:
+            frustrated = getattr(lattice, "kind", None) in ("triangular", "kagome")
+            auto = (12, 2) if frustrated else (8, 2)
+        elif n <= 36 and two_d:
+            auto = (8, 3)
+        else:
+            auto = (default["channels"], default["depth"])
+        return tuple(a if _is_auto(v) else v for v, a in ((self.channels, auto[0]), (self.depth, auto[1])))
 
     # -- the physics ---------------------------------------------------------------
 
@@ -560,23 +674,96 @@ class Recipe:
     def system(self, iteration: int = 0):
         """``(lattice, hamiltonian, symmetry)`` of the stage at ``iteration``
         (:meth:`symmetry_at`); symmetry None for 'none'."""
-        from . import symmetry as sym
-        from .operators import Heisenberg, TransverseFieldIsing
-
         lattice = parse_lattice(self.lattice)
-        if self.hamiltonian == "tfim":
-            # for h < 0 the basis rotated by prod sz (same spectrum) makes the ground state positive
-            ham = TransverseFieldIsing(lattice, J=1.0, h=1.0 if self.h is None else self.h, sign_rule=True)
-        else:
-            j2 = (0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
-            ham = Heisenberg(lattice, J1=1.0, J2=j2, marshall_sign=lattice.is_bipartite and self.marshall)
+        ham = _hamiltonian(*self._system_key(lattice))
         stage = self.symmetry_at(iteration)
+        m, p, r = self._sector_fields(lattice, ham)
         try:
-            group = _sector_group(lattice, stage, self.sector_momentum(lattice), self.spin_parity,
-                                  self.rotation_parity)
+            group = _sector_group(lattice, stage, _wave_vector(lattice, m), p, r)
         except ValueError as err:
             raise ValueError(f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
         return lattice, ham, group
+
+    def _system_key(self, lattice) -> tuple:
+        """``(lattice, hamiltonian, coupling, marshall)``: hashable, what the Hamiltonian is
+        made of (:func:`_hamiltonian`)."""
+        if self.hamiltonian == "tfim":
+            return lattice, "tfim", float(1.0 if self.h is None else self.h), False
+        j2 = float(0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
+        return lattice, self.hamiltonian, j2, bool(lattice.is_bipartite and self.marshall)
+
+    def _sector_fields(self, lattice=None, hamiltonian=None) -> tuple:
+        """``(momentum, spin_parity, rotation_parity)`` as the network's group takes them:
+        each as given, or as :meth:`sector_choice` decides an 'auto' one."""
+        fields = (self.momentum, self.spin_parity, self.rotation_parity)
+        if AUTO not in fields:
+            return fields
+        return self.sector_choice(lattice, hamiltonian).fields
+
+    def sector_choice(self, lattice=None, hamiltonian=None) -> "SectorChoice":
+        """The symmetry sector of the network (:class:`SectorChoice`): the fields as given,
+        each 'auto' one decided so that the sector holds the ground state of the whole space.
+
+        With a group that has translations (symmetry translations or full, of the last stage
+        of a staged one), an 'auto' momentum is that of the ground state; with symmetry full,
+        'auto' spin and rotation parities are its characters (with translations they are not
+        imposed: the momentum sector holds the ground state whatever its parity). Decided:
+        by the lattice where a sign rule makes the ground state positive in the network's
+        basis (tfim; Heisenberg with the Marshall sign): every character 1; by exact
+        diagonalization up to :data:`~quantax_lite.ground_sector.MAX_SEARCH_SITES` sites
+        (the whole Sz = 0 space once, then the ground state's weight in each candidate
+        sector, :func:`~quantax_lite.ground_sector.find_ground_sector`; where no sector the
+        fields express holds it, the one with the lowest energy of its own); above that the
+        sector of characters 1 (k = 0), which is said. Computed once per process for each
+        system and sector fields (the lattice and Hamiltonian default to :meth:`system`'s)."""
+        decided = getattr(self, "_decided", None)
+        if decided is not None:  # made by resolved(): how its 'auto' fields were decided
+            return decided[0]
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        stage = self.symmetry_stages()[-1][0]
+        return _choose_sector(self._system_key(lattice), stage, self.momentum, self.spin_parity,
+                              self.rotation_parity, self.amplitude == "positive")
+
+    def resolved(self) -> "Recipe":
+        """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided (:meth:`sector_choice`,
+        :meth:`network_size`, :meth:`optimizer_settings`): what a run records, so that it
+        reloads as the same run whatever later versions make of 'auto'. The recipe itself
+        where nothing is 'auto'. Its :meth:`sector_choice` still says how the sector was chosen."""
+        if not any(_is_auto(getattr(self, f)) for f in AUTO_FIELDS):
+            return self
+        lattice = parse_lattice(self.lattice)
+        choice = self.sector_choice(lattice)
+        channels, depth = self.network_size(lattice)
+        sr_momentum, diag_shift = self.optimizer_settings(lattice)
+        m, p, r = choice.fields
+        out = dataclasses.replace(self, momentum=m, spin_parity=p, rotation_parity=r, channels=channels, depth=depth,
+                                  diag_shift=diag_shift, sr_momentum=sr_momentum)
+        object.__setattr__(out, "_decided", (choice, tuple(f for f in AUTO_FIELDS if _is_auto(getattr(self, f)))))
+        return out
+
+    def auto_decisions(self) -> list[str]:
+        """What 'auto' decided, one line each (the command prints them first): the sector
+        (where it was 'auto') with how and why, and the network and optimizer settings that
+        were 'auto'. Empty for a recipe with nothing 'auto' that :meth:`resolved` did not make."""
+        decided = getattr(self, "_decided", None)
+        recipe = self
+        if decided is None:
+            recipe = self.resolved()
+            decided = getattr(recipe, "_decided", None)
+            if decided is None:
+                return []
+        choice, fields = decided
+        lines = []
+        if {"momentum", "spin_parity", "rotation_parity"} & set(fields):
+            lines.append(f"sector {choice.describe()}: chosen by {choice.chosen_by} ({choice.reason})")
+        settings = [f"{f.replace('_', '-')} {getattr(recipe, f)}" for f in ("channels", "depth") if f in fields]
+        settings += [f"{f.replace('_', '-')} {getattr(recipe, f):g}" for f in ("sr_momentum", "diag_shift")
+                     if f in fields]
+        if settings:
+            kind = recipe.frustration()
+            why = (f"the settings measured best for {kind} models" if kind else "the measured settings")
+            lines.append(f"auto: {', '.join(settings)} ({why}, benchmarks/accuracy.py)")
+        return lines
 
     def amplitude_kind(self, hamiltonian) -> str:
         """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
@@ -614,19 +801,13 @@ class Recipe:
         return FRUSTRATED_INIT_SCALE if getattr(lattice, "kind", None) in ("triangular", "kagome") else None
 
     def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
-        """The exact energy: a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else
-        sparse diagonalization up to 20 sites, else a value of
-        ``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (e.g. the 36-site triangular
-        cluster), else None.
-
-        The diagonalization is in the symmetry sector the network is projected on (the
-        group of ``symmetry``, ``momentum`` and ``spin_parity``; of the last stage of a
-        staged ``symmetry``): the lowest energy that network can reach, which is above the
-        global ground state where that lies in another sector (e.g. kagome 2x3 at k = 0,
-        or symmetry full with characters 1 on kagome 2x2); a sign-free Hamiltonian (tfim, or
-        Heisenberg with the Marshall sign) in the sector of characters 1 is diagonalized
-        without the group (its positive ground state is in that sector). The tabulated
-        values (above 20 sites) are global ground states."""
+        """The exact energy of the whole space's ground state (the summary's relative error
+        is against it): a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else sparse
+        diagonalization of the whole Sz = 0 space (every configuration for tfim) up to
+        :data:`MAX_ED_SITES` sites, or up to 24 where :meth:`sector_choice` diagonalized it,
+        else a value of ``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (e.g. the 36-site
+        triangular cluster), else None. Whether the network's sector holds that ground state,
+        and its own lowest energy where not: :meth:`sector_energy`, :meth:`sector_summary`."""
         return self._reference(lattice, hamiltonian)[0]
 
     def reference_source(self, lattice=None, hamiltonian=None) -> str | None:
@@ -638,37 +819,97 @@ class Recipe:
         diagonalization and gives the source only."""
         from . import exact
 
-        if lattice is None or hamiltonian is None:
-            lattice, hamiltonian, _ = self.system()
-        key = (lattice.name, self.hamiltonian, float(getattr(hamiltonian, "J2", 0.0) or 0.0))
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        key = (lattice.name, self.hamiltonian, float(self._system_key(lattice)[2]) if self.hamiltonian == "j1j2"
+               else 0.0)
         if key in LITERATURE_ENERGY_PER_SITE:
             return (LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites,
                     "literature value (quantax_lite.recipes.LITERATURE_ENERGY_PER_SITE)")
-        if lattice.n_sites <= MAX_ED_SITES:
-            group = None
-            sign_free = self.hamiltonian == "tfim" or (self.hamiltonian == "heisenberg"
-                                                       and getattr(hamiltonian, "marshall_sign", False))
-            if not (sign_free and self.trivial_sector(lattice)):
-                # (a sign-free Hamiltonian's ground state is positive, so in the trivial sector of
-                # every symmetry: the global ED gives it, without a projector on 2**20 states)
-                last = self.symmetry_stages()[-1][0]
-                group = _sector_group(lattice, last, self.sector_momentum(lattice), self.spin_parity,
-                                      self.rotation_parity)
-            source = ("exact diagonalization (scipy eigsh) of this lattice, " +
-                      ("without a symmetry sector" if group is None else "in the symmetry sector of the network"))
-            return (float(exact.ground_state_energy(hamiltonian, symmetry=group)) if energy else None), source
+        system = self._system_key(lattice)
+        choice = self.sector_choice(lattice) if lattice.n_sites <= MAX_SEARCH_SITES else None
+        if lattice.n_sites <= MAX_ED_SITES or (choice is not None and choice.ground_energy is not None):
+            whole = "every configuration" if self.hamiltonian == "tfim" else "the whole Sz = 0 space"
+            source = f"exact diagonalization (scipy eigsh) of this lattice, without a symmetry sector ({whole})"
+            if choice is not None and choice.holds_ground_state:
+                source += f"; the symmetry sector of the network holds its ground state ({choice.chosen_by})"
+            elif choice is not None and choice.holds_ground_state is False:
+                source += "; the symmetry sector of the network lies higher (sector_energy)"
+            if choice is not None and choice.ground_energy is not None:
+                return choice.ground_energy, source
+            return (_whole_space_ground(system)[0] if energy else None), source
         per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
         if per_site is None:
             return None, None
         return per_site * lattice.n_sites, "tabulated ground state (quantax_lite.exact.REFERENCE_ENERGY_PER_SITE)"
 
+    def sector_energy(self, lattice=None, hamiltonian=None) -> float | None:
+        """The lowest energy of the network's sector (the group of the last stage with its
+        characters, :meth:`sector_choice`): the whole space's where the sector holds its
+        ground state (a sign rule's positive ground state, or found by diagonalization),
+        else sparse diagonalization in the sector up to :data:`MAX_ED_SITES` sites; None
+        beyond (or with symmetry 'none': no sector, the whole space)."""
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        choice = self.sector_choice(lattice)
+        if choice.sector_energy is not None:
+            return choice.sector_energy
+        if choice.symmetry == "none" or (choice.holds_ground_state and choice.chosen_by == "lattice"):
+            return self.reference_energy(lattice) if lattice.n_sites <= MAX_ED_SITES else None
+        if lattice.n_sites > MAX_ED_SITES:
+            return None
+        return _sector_energy(self._system_key(lattice), choice.symmetry, choice.fields)
+
+    def sector_summary(self, lattice=None, hamiltonian=None) -> dict:
+        """What a run's summary says of its sector: ``{"sector": {symmetry, momentum (the
+        integers m_d, also at k = 0), spin_parity (None: not imposed), rotation_parity,
+        chosen_by ('exact diagonalization', 'lattice' or 'user'), reason,
+        holds_ground_state (None: unknown), lowest_energy (the sector's, None: unknown)},
+        "sector_energy": the sector's lowest energy where it lies above the whole space's
+        ground state (:meth:`reference_energy`), else None}``."""
+        lattice = parse_lattice(self.lattice) if lattice is None else lattice
+        choice = self.sector_choice(lattice)
+        exact = self.reference_energy(lattice)
+        lowest = self.sector_energy(lattice)
+        holds = choice.holds_ground_state
+        if holds is None and lowest is not None and exact is not None:
+            holds = bool(abs(lowest - exact) <= 1e-9 * max(1.0, abs(exact)))
+        return {"sector": {**choice.as_json(), "holds_ground_state": holds, "lowest_energy": lowest},
+                "sector_energy": lowest if holds is False else None}
+
     def config(self) -> dict:
-        """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint."""
-        out = dataclasses.asdict(self)
-        out["lattice"] = parse_lattice(self.lattice).name
-        if out["momentum"] is not None:
+        """The fields as plain JSON values (the lattice by name), e.g. for a checkpoint: every
+        'auto' as :meth:`resolved` decides it, so that a run reloads as the same run
+        (``Recipe(**recipe.config()) == recipe``)."""
+        recipe = self._resolved_or_self()
+        out = dataclasses.asdict(recipe)
+        out["lattice"] = parse_lattice(recipe.lattice).name
+        if isinstance(out["momentum"], tuple):
             out["momentum"] = list(out["momentum"])
         return out
+
+    def _resolved_or_self(self) -> "Recipe":
+        """:meth:`resolved`, or the recipe as it is where its sector cannot be formed on its
+        lattice (:func:`build` then names the field)."""
+        try:
+            return self.resolved()
+        except (TypeError, ValueError):
+            return self
+
+    def _identity(self) -> tuple:
+        """The fields as compared: the lattice by name, every 'auto' as :meth:`resolved`
+        decides it."""
+        config = self.config()
+        return tuple((f.name, _hashable(config[f.name])) for f in dataclasses.fields(Recipe))
+
+    def __eq__(self, other):
+        """Two recipes are equal when they make the same run: the same fields, an 'auto'
+        one equal to the value it decides (so a run's recorded recipe equals the one it was
+        started from)."""
+        if not isinstance(other, Recipe):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self):
+        return hash(self._identity())
 
 
 def _phase_rule_fits(lattice) -> bool:
@@ -710,6 +951,177 @@ def _sector_group(lattice, name: str, momentum=None, parity: int | None = None, 
     raise ValueError(f"symmetry: expected one of {SYMMETRIES}, got {name!r}.")
 
 
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == AUTO
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _wave_vector(lattice, m):
+    """The Cartesian ``k = sum_d m_d b_d / L_d`` of the integers ``m`` (float64 ``(ndim,)``),
+    or None for ``m`` None or ``k = 0`` (every ``m_d`` a multiple of ``L_d``)."""
+    if m is None or not any(int(x) % L for x, L in zip(m, lattice.shape)):
+        return None
+    # reduced mod L_d in integers first (a float64 of a huge m_d would round to another one)
+    m = np.asarray([int(x) % int(L) for x, L in zip(m, lattice.shape)], np.float64)
+    return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
+
+
+def _hamiltonian(lattice, name: str, coupling: float, marshall: bool):
+    """The Hamiltonian of :meth:`Recipe._system_key`: tfim with field ``coupling`` (in the
+    sign-rule basis), else Heisenberg with ``J2 = coupling`` and the Marshall sign or not."""
+    from .operators import Heisenberg, TransverseFieldIsing
+
+    if name == "tfim":
+        # for h < 0 the basis rotated by prod sz (same spectrum) makes the ground state positive
+        return TransverseFieldIsing(lattice, J=1.0, h=coupling, sign_rule=True)
+    return Heisenberg(lattice, J1=1.0, J2=coupling, marshall_sign=marshall)
+
+
+def _sign_free(system: tuple) -> str | None:
+    """Why the ground state of the system of :meth:`Recipe._system_key` is positive in the
+    network's basis (so in the sector of characters 1 of every symmetry), or None."""
+    lattice, name, coupling, marshall = system
+    if name == "tfim":
+        return "the transverse-field Ising model in its sign-rule basis has a positive ground state"
+    if coupling == 0 and marshall:
+        return (f"Marshall's sign rule on the bipartite lattice {lattice.name} makes the ground state positive in "
+                "the network's basis")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SectorChoice:
+    """The symmetry sector of a recipe's network and how it was chosen (:meth:`Recipe.sector_choice`).
+
+    momentum, spin_parity, rotation_parity: the recipe's fields (None: k = 0; spin parity not
+    imposed with translations, +1 with full; rotation parity +1). symmetry: the group of the
+    last stage ('none', 'translations', 'full'); ndim: the lattice's. chosen_by: 'user' (every
+    field that matters given, or no group), 'lattice' (a sign rule's positive ground state,
+    or no diagonalization above :data:`~quantax_lite.ground_sector.MAX_SEARCH_SITES` sites) or
+    'exact diagonalization'; reason: why, in words. ground_energy: the whole space's lowest
+    energy where it was diagonalized, else None; sector_energy: the sector's lowest where
+    known, else None; holds_ground_state: whether the sector holds the whole space's ground
+    state (None: not known)."""
+
+    momentum: tuple | None
+    spin_parity: int | None
+    rotation_parity: int | None
+    symmetry: str
+    ndim: int
+    chosen_by: str
+    reason: str
+    ground_energy: float | None = None
+    sector_energy: float | None = None
+    holds_ground_state: bool | None = None
+
+    @property
+    def fields(self) -> tuple:
+        """``(momentum, spin_parity, rotation_parity)`` as the recipe's fields take them."""
+        return self.momentum, self.spin_parity, self.rotation_parity
+
+    def as_json(self) -> dict:
+        """The sector in plain values: momentum the integers m_d (zeros at k = 0; None
+        without translations), the parities +1 / -1 (None: not imposed)."""
+        has_translations = self.symmetry in ("translations", "full")
+        m = (list(self.momentum) if self.momentum is not None else [0] * self.ndim) if has_translations else None
+        full = self.symmetry == "full"
+        p = (self.spin_parity or 1) if full else self.spin_parity if has_translations else None
+        r = (self.rotation_parity or 1) if full else None
+        return {"symmetry": self.symmetry, "momentum": m, "spin_parity": p, "rotation_parity": r,
+                "chosen_by": self.chosen_by, "reason": self.reason}
+
+    def describe(self) -> str:
+        """'momentum (2, 0), spin parity not imposed' and the like."""
+        j = self.as_json()
+        if j["momentum"] is None:
+            return "none (symmetry 'none': the whole space)"
+        parts = ["momentum (" + ", ".join(str(x) for x in j["momentum"]) + ")"]
+        parts.append("spin parity " + ("not imposed" if j["spin_parity"] is None else f"{j['spin_parity']:+d}"))
+        if j["rotation_parity"] is not None:
+            parts.append(f"rotation parity {j['rotation_parity']:+d}")
+        return ", ".join(parts) + f" (symmetry {self.symmetry})"
+
+
+@functools.lru_cache(maxsize=1)
+def _whole_space_ground(system: tuple):
+    """:func:`~quantax_lite.ground_sector.whole_space_ground_state` of the system of
+    :meth:`Recipe._system_key`, kept for the last system asked (the search and the reference
+    energy share one diagonalization)."""
+    return whole_space_ground_state(_hamiltonian(*system))
+
+
+@functools.lru_cache(maxsize=16)
+def _sector_energy(system: tuple, stage: str, fields: tuple) -> float:
+    """The lowest energy in the sector ``fields`` of the group ``stage`` (sparse diagonalization)."""
+    from . import exact
+
+    lattice = system[0]
+    m, p, r = fields
+    group = _sector_group(lattice, stage, _wave_vector(lattice, m), p, r)
+    return float(exact.ground_state_energy(_hamiltonian(*system), symmetry=group))
+
+
+@functools.lru_cache(maxsize=64)
+def _choose_sector(system: tuple, stage: str, momentum, spin_parity, rotation_parity,
+                   positive: bool) -> SectorChoice:
+    """:meth:`Recipe.sector_choice` of a system (:meth:`Recipe._system_key`), the group of the
+    last stage and the sector fields as given; computed once per process for each."""
+    from . import symmetry as sym
+
+    lattice = system[0]
+    given = (momentum, spin_parity, rotation_parity)
+    base = tuple(None if _is_auto(v) else v for v in given)
+    has_translations = stage in ("translations", "full") and lattice.pbc
+    decide = (_is_auto(momentum) and has_translations, _is_auto(spin_parity) and stage == "full",
+              _is_auto(rotation_parity) and stage == "full")
+
+    def choice(fields, by, reason, **known):
+        return SectorChoice(*fields, symmetry=stage, ndim=lattice.ndim, chosen_by=by, reason=reason, **known)
+
+    trivial = _wave_vector(lattice, base[0]) is None and base[1] != -1 and base[2] != -1
+    if stage == "none":
+        return choice(base, "user", "symmetry 'none': the network is projected on no group, so it has no sector")
+    if not any(decide):
+        return choice(base, "user", "the sector fields given (the others do not apply to this group)")
+    if positive:
+        return choice(base, "user", "amplitude 'positive': a positive wavefunction lies in the sector of characters 1")
+    rule = _sign_free(system)
+    if rule:
+        return choice(base, "lattice", rule + ", so it has every character 1", holds_ground_state=trivial)
+    if lattice.n_sites > MAX_SEARCH_SITES:
+        return choice(base, "lattice", f"no exact diagonalization above {MAX_SEARCH_SITES} sites: the sector of "
+                      "characters 1 (k = 0, parities +1) for what was auto; the ground state may lie in another")
+    ham = _hamiltonian(*system)
+    ground = _whole_space_ground(system)
+    overlaps = GroundOverlaps(ground[1], ground[2])
+    ms = [base[0]]
+    if decide[0]:  # the momenta that hold a ground state (translations alone: always one)
+        every = momenta(lattice.shape)
+        ms = [m for m in every if overlaps.weight(sym.translations(lattice, _wave_vector(lattice, m))) > WEIGHT_TOL]
+        ms = ms or every
+    ps = [1, -1] if decide[1] else [base[1]]
+    rs = [1, -1] if decide[2] else [base[2]]
+    candidates = [(m, p, r) for m in ms for p in ps for r in rs]
+    found = find_ground_sector(ham, candidates, lambda m, p, r: _sector_group(lattice, stage, _wave_vector(lattice, m),
+                                                                             p, r),
+                               ground=ground, overlaps=overlaps)
+    m, p, r = found.sector
+    fields = (None if decide[0] and _wave_vector(lattice, m) is None else m,
+              None if decide[1] and p == 1 else p, None if decide[2] and r == 1 else r)
+    n_states = len(ground[2])
+    if found.holds_ground_state:
+        reason = (f"the ground state of the whole Sz = 0 space ({n_states} configurations, E0 = "
+                  f"{found.ground_energy:.8f}) lies in this sector")
+    else:
+        reason = (f"no sector these fields can express holds the ground state of the whole Sz = 0 space (E0 = "
+                  f"{found.ground_energy:.8f}); this one has the lowest energy of its own, {found.sector_energy:.8f}")
+    return choice(fields, "exact diagonalization", reason, ground_energy=found.ground_energy,
+                  sector_energy=found.sector_energy, holds_ground_state=found.holds_ground_state)
+
+
 class Run(NamedTuple):
     """What :func:`build` makes: the pieces of one run and its first state."""
 
@@ -738,8 +1150,9 @@ def _network(recipe: Recipe, lattice, ham, group, kind: str):
 
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
     readout = "origin" if recipe.momentum_readout == "origin" and recipe.has_momentum() else None
+    channels, depth = recipe.network_size(lattice)
     return make_conv_nqs(
-        lattice, group, channels=recipe.channels, depth=recipe.depth, kernel_size=recipe.kernel_size,
+        lattice, group, channels=channels, depth=depth, kernel_size=recipe.kernel_size,
         dtype=dtype, readout=readout, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
         final_scale=recipe.init_scale(lattice, ham), site_phases=recipe.site_phases(lattice),
     )
@@ -818,6 +1231,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
 
     if not isinstance(recipe, Recipe):
         raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}.")
+    recipe = recipe.resolved()  # every 'auto' decided once (the sector, network size, optimizer)
     n_devices = jax.device_count()
     chains = recipe.n_chains(n_devices)
     if recipe.sampling == "metropolis":
@@ -852,9 +1266,10 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
         sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
                                     chunk_size=fixed_chunk)
     schedule = recipe.learning_rate(iteration)
-    preconditioner = sr(diag_shift=recipe.diag_shift, diag_scale=recipe.diag_scale)
-    if recipe.sr_momentum:
-        preconditioner = spring(preconditioner, recipe.sr_momentum)
+    sr_momentum, diag_shift = recipe.optimizer_settings(lattice)
+    preconditioner = sr(diag_shift=diag_shift, diag_scale=recipe.diag_scale)
+    if sr_momentum:
+        preconditioner = spring(preconditioner, sr_momentum)
     n_samples = None if recipe.sampling == "exact_sum" else recipe.samples_at(iteration)
     vmc = VMC(ham, sampler, optax.sgd(schedule), n_samples, preconditioner=preconditioner,
               chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)

@@ -52,19 +52,20 @@ def test_recipe_sector_holds_the_exact_ground_state_of_triangular_4x3():
     assert group.n_elements == 24 and group.has_spin_inversion and not group.is_trivial_sector
     for g in range(group.n_elements):
         assert np.allclose(act(group, g, psi, states), psi / group.characters[g], atol=1e-9)
-    assert abs(recipe.reference_energy() - e0) < 1e-9
-    assert Recipe(lattice="triangular:4x3").reference_energy() > e0 + 0.3
+    assert abs(recipe.sector_energy() - e0) < 1e-9 and abs(recipe.reference_energy() - e0) < 1e-9
+    # k = 0 (momentum None: the trivial sector, the default before 'auto') lies higher
+    assert Recipe(lattice="triangular:4x3", momentum=None).sector_energy() > e0 + 0.3
     assert recipe.amplitude_kind(ham) == "complex"
     # triangular 4x3 has the point group C2 only; k = b1/2 is its own image (2k = b1), and
     # the ground state is odd under the rotation by pi: the full group with characters 1 misses it
-    full = Recipe(lattice="triangular:4x3", momentum=(2, 0), symmetry="full")
-    assert full.system()[2].n_elements == 4 * 12 and full.reference_energy() > e0 + 1.0
+    full = Recipe(lattice="triangular:4x3", momentum=(2, 0), symmetry="full", spin_parity=None, rotation_parity=None)
+    assert full.system()[2].n_elements == 4 * 12 and full.sector_energy() > e0 + 1.0
     odd = Recipe(lattice="triangular:4x3", momentum=(2, 0), symmetry="full", rotation_parity=-1)
     group = odd.system()[2]
     assert group.n_elements == 48 and sorted(set(np.round(group.characters.real, 12))) == [-1.0, 1.0]
     for g in range(group.n_elements):
         assert np.allclose(act(group, g, psi, states), psi / group.characters[g], atol=1e-9)
-    assert abs(odd.reference_energy() - e0) < 1e-9
+    assert abs(odd.sector_energy() - e0) < 1e-9
 
 
 def test_kagome_2x2_sectors():
@@ -73,8 +74,8 @@ def test_kagome_2x2_sectors():
     lowest state of the trivial irrep (energy from the dense spectrum's states that keep
     every element's character 1)."""
     e0, psi, states = dense_ground_state(Kagome(2, 2))
-    assert abs(Recipe(lattice="kagome:2x2").reference_energy() - e0) < 1e-9
-    full = Recipe(lattice="kagome:2x2", symmetry="full")
+    assert abs(Recipe(lattice="kagome:2x2", momentum=None).sector_energy() - e0) < 1e-9
+    full = Recipe(lattice="kagome:2x2", symmetry="full", momentum=None, spin_parity=None, rotation_parity=None)
     group = full.system()[2]
     assert group.n_elements == 4 * 12 * 2
     # dense reference: the symmetric projector P = mean_g E_g, the lowest eigenvalue of P H P on range(P)
@@ -87,16 +88,16 @@ def test_kagome_2x2_sectors():
     Q = V[:, w > 0.5]
     H = Heisenberg(Kagome(2, 2)).to_sparse(states).toarray()
     e_sym = np.linalg.eigvalsh(Q.T @ H @ Q)[0]
-    assert abs(full.reference_energy() - e_sym) < 1e-9 and e_sym > e0 + 0.1
+    assert abs(full.sector_energy() - e_sym) < 1e-9 and e_sym > e0 + 0.1
     assert np.linalg.norm(Q.T @ psi) < 1e-8  # the ground state has no component there
     # rotation_parity -1: the irrep odd under the 60-degree rotation (an irrep B of C6v), which
     # the exact ground state satisfies element by element
-    odd = Recipe(lattice="kagome:2x2", symmetry="full", rotation_parity=-1)
+    odd = Recipe(lattice="kagome:2x2", symmetry="full", momentum=None, spin_parity=None, rotation_parity=-1)
     group = odd.system()[2]
     assert group.n_elements == 96 and not odd.trivial_sector() and odd.amplitude_kind(Heisenberg(Kagome(2))) == "complex"
     for g in range(group.n_elements):
         assert np.allclose(act(group, g, psi, states), psi / group.characters[g], atol=1e-9)
-    assert abs(odd.reference_energy() - e0) < 1e-9
+    assert abs(odd.sector_energy() - e0) < 1e-9
 
 
 def test_little_group_sizes_from_rotation_matrices():
@@ -200,8 +201,10 @@ def test_command_line_options():
     assert args.momentum == [1, 0] and args.spin_parity == -1 and args.rotation_parity == -1
     assert Recipe(lattice=args.lattice, momentum=args.momentum, spin_parity=args.spin_parity).momentum == (1, 0)
     args = parser.parse_args(["train"])
-    assert args.momentum is None and args.spin_parity is None and args.rotation_parity is None
-    for bad in (["--momentum", "1,x"], ["--spin-parity", "2"], ["--rotation-parity", "0"]):
+    assert args.momentum == args.spin_parity == args.rotation_parity == "auto"
+    args = parser.parse_args(["train", "--momentum", "auto", "--spin-parity", "auto", "--rotation-parity", "1"])
+    assert args.momentum == args.spin_parity == "auto" and args.rotation_parity == 1
+    for bad in (["--momentum", "1,x"], ["--spin-parity", "2"], ["--rotation-parity", "0"], ["--spin-parity", "x"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["train", *bad])
 
@@ -214,11 +217,11 @@ def test_kagome_2x3_ground_state_sector():
 
     e0 = REFERENCE_ENERGY_PER_SITE[("kagome:2x3", "heisenberg", 0.0)] * 18
     recipe = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1)
-    assert abs(recipe.reference_energy() - e0) < 1e-7
-    assert Recipe(lattice="kagome:2x3", spin_parity=-1).reference_energy() > e0 + 0.03
+    assert abs(recipe.sector_energy() - e0) < 1e-7
+    assert Recipe(lattice="kagome:2x3", momentum=None, spin_parity=-1).sector_energy() > e0 + 0.03
     # the full group (C2 little group of b1/2) in the irrep odd under the rotation by pi holds it too
     full = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1, symmetry="full", rotation_parity=-1)
-    assert abs(full.reference_energy() - e0) < 1e-7
+    assert abs(full.sector_energy() - e0) < 1e-7
 
 
 @pytest.mark.parametrize("name", ["chain:10", "4x2", "4x4", "honeycomb:2x2", "triangular:3x3", "kagome:2x2"])
