@@ -214,3 +214,57 @@ def test_a_short_default_run_trains_below_the_trivial_sector():
     energies = np.array([rec["energy"] for rec in records])
     assert np.all(energies >= e0 - 1e-9)
     assert energies[-1] < e_trivial - 0.05, (energies[-1], e_trivial, e0)
+
+
+def test_the_command_says_which_sector_and_records_it(tmp_path, capsys):
+    """`quantax-lite train --lattice triangular:4x3` with the defaults: the first printed
+    lines name the sector and how it was chosen, summary.json holds it, the relative error is
+    against the whole space's ground energy (dense reference), the run folder records the
+    decided values (reloaded as the same recipe) and resumes with the same options."""
+    from quantax_lite.cli import main
+    from quantax_lite.recipes import recipe_of_run
+
+    out = str(tmp_path / "run")
+    common = ["train", "--lattice", "triangular:4x3", "--sampling", "exact_sum", "--out", out, "--channels", "2",
+              "--depth", "1", "--checkpoint-every", "1"]
+    assert main(common + ["--iters", "2"]) == 0
+    err = capsys.readouterr().err
+    first = [line for line in err.splitlines() if line.startswith("quantax-lite:")][:3]
+    assert any("sector momentum (2, 0), spin parity not imposed (symmetry translations): chosen by exact "
+               "diagonalization" in line for line in first), err
+    assert any("sr-momentum 0.9, diag-shift 0.001" in line for line in first), err
+    with open(f"{out}/summary.json") as fh:
+        summary = json.load(fh)
+    e0 = whole_space_energy(parse_lattice("triangular:4x3"))
+    assert summary["sector"]["momentum"] == [2, 0] and summary["sector"]["chosen_by"] == "exact diagonalization"
+    assert summary["sector"]["holds_ground_state"] is True and summary["sector_energy"] is None
+    assert abs(summary["exact_energy"] - e0) < 1e-9
+    assert summary["relative_error"] == pytest.approx(abs((summary["energy"] - e0) / e0), rel=1e-12)
+    recipe, _, metadata = recipe_of_run(out)
+    assert metadata["config"]["momentum"] == [2, 0] and metadata["config"]["sr_momentum"] == 0.9
+    # (the command records the phase rule 'auto' picked: none on this cluster)
+    assert recipe == Recipe(lattice="triangular:4x3", sampling="exact_sum", channels=2, depth=1, phase_rule="none")
+    assert recipe.resolved() is recipe  # nothing left to decide: the run reloads as it was made
+    assert main(common + ["--iters", "3", "--resume", "--no-progress"]) == 0
+
+
+@pytest.mark.slow
+def test_kagome_2x3_default_sector():
+    """18-site kagome: 'auto' picks k = b1/2 (m = (1, 0)), and with symmetry full spin parity
+    -1 and rotation parity -1; the sector's energy (sparse diagonalization in the sector) is
+    the whole space's (Lanczos without symmetry, plain basis), k = 0 lies 0.03 higher."""
+    import scipy.sparse.linalg as spla
+
+    from quantax_lite.exact import ground_state_energy
+
+    lattice = parse_lattice("kagome:2x3")
+    H = Heisenberg(lattice, marshall_sign=False).to_sparse(all_states(18, 0))
+    e0 = float(spla.eigsh(H, k=1, which="SA", v0=np.ones(H.shape[0]) + np.arange(H.shape[0]) * 1e-6,
+                          tol=1e-12)[0][0])
+    for symmetry, fields in (("translations", ((1, 0), None, None)), ("full", ((1, 0), -1, -1))):
+        recipe = Recipe(lattice="kagome:2x3", symmetry=symmetry)
+        assert recipe.sector_choice().fields == fields
+        _, ham, group = recipe.system()
+        assert abs(ground_state_energy(ham, symmetry=group) - e0) < 1e-8
+        assert abs(recipe.reference_energy() - e0) < 1e-8
+    assert Recipe(lattice="kagome:2x3", momentum=None).sector_energy() > e0 + 0.03
