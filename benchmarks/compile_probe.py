@@ -8,13 +8,14 @@ the build, the first step (the library's compilation and chunk choice, thermaliz
 included) and the median of ``--repeats`` further steps. The variants
 (see ``VARIANTS``): the packed local energies with 8, 3 or 2 packing sizes (every size is
 a compiled copy of the network inside a ``lax.switch``) and the unpacked form (every
-connection slot evaluated: one copy, more evaluations).
+connection slot evaluated: one copy, more evaluations), the latter with the samples in one
+piece or in chunks of about 65,536 connected configurations.
 
     python benchmarks/compile_probe.py                       # 4x4 Heisenberg, every variant
     python benchmarks/compile_probe.py --systems 4x4:heisenberg 6x6:j1j2 --variants packed3 unpacked
     python benchmarks/compile_probe.py --quick               # tiny, on the CPU (a smoke test)
 
-Prints one line per row and writes JSON with ``--json``. A row that would start after
+Prints one line per row and writes JSON with ``--json`` (rewritten after every row). A row that would start after
 ``--deadline-s`` (seconds from the start) is recorded as skipped.
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ VARIANTS = {
     "packed3": dict(pack_local_energy=True, packed_fractions=(0.5, 0.75, 1.0)),
     "packed2": dict(pack_local_energy=True, packed_fractions=(0.75, 1.0)),
     "unpacked": dict(pack_local_energy=False),
+    "unpacked_whole": dict(pack_local_energy=False, local_energy_rows=None),
+    "unpacked_rows64k": dict(pack_local_energy=False, local_energy_rows=65536),
 }
 
 
@@ -111,11 +114,11 @@ def main(argv=None) -> int:
                 row = dict(system=system, variant=variant, status="error", reason=f"{type(err).__name__}: {err}")
             rows.append(row)
             print(_line(row), flush=True)
-    result = dict(benchmark="compile_probe", rows=rows, **platform_info(),
-                  wall_s=round(time.perf_counter() - t0, 1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+            if args.json:  # after every row: a run cut short keeps what it measured
+                result = dict(benchmark="compile_probe", rows=rows, **platform_info(),
+                              wall_s=round(time.perf_counter() - t0, 1))
+                with open(args.json, "w") as f:
+                    json.dump(result, f, indent=1)
     return 0
 
 

@@ -246,7 +246,8 @@ def _local_values(log_psi, params, samples, operator, chunk_size, mesh, log_psi_
 def _default_chunk(chunk_size, n_moves: int):
     if chunk_size is not None:
         return positive_int(chunk_size, "chunk_size")
-    return max(1, tuning.current().local_energy_rows // max(1, n_moves))
+    rows = tuning.current().local_energy_rows
+    return None if rows is None else max(1, rows // max(1, n_moves))
 
 
 @_cached

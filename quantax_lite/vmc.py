@@ -239,15 +239,14 @@ class VMC:
 
     @property
     def local_energy_chunk_size(self) -> int | None:
-        """The preferred local-energy chunk: an int ``chunk_size``; for "auto", on CPUs about
-        ``tuning.local_energy_rows`` connected configurations per chunk (cache-sized), elsewhere
-        None (all samples of a device at once). "auto" uses it unless it does not fit the
+        """The preferred local-energy chunk: an int ``chunk_size``; for "auto", about
+        ``tuning.local_energy_rows`` connected configurations per chunk (None there: all
+        samples of a device at once). "auto" uses it unless it does not fit the
         memory budget (:meth:`chunk_sizes`)."""
         if not self.auto_chunks:
             return self.chunk_size
-        if jax.default_backend() != "cpu":
-            return None
-        return max(1, self._tuning.local_energy_rows // self.hamiltonian.max_conn)
+        rows = self._tuning.local_energy_rows
+        return None if rows is None else max(1, rows // self.hamiltonian.max_conn)
 
     @functools.cached_property
     def memory_budget_bytes(self) -> int:
@@ -284,8 +283,8 @@ class VMC:
             return self.chunk_size
         key = (part, _shape_key(params), n)
         if key not in self._chosen:
-            preferred = self.local_energy_chunk_size if part == "local_energy" else None
             rows = -(-n // mesh_size(self.device_mesh))
+            preferred = _even_chunk(self.local_energy_chunk_size, rows) if part == "local_energy" else None
             candidates = memory.chunk_candidates(rows, preferred)
             what = "local energies" if part == "local_energy" else "the Jacobian"
             chosen = memory.largest_fitting_chunk(
@@ -381,7 +380,8 @@ class VMC:
             return ChunkSizes(*(self._chosen[k] for k in keys))
         concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(state))
         if concrete and not any(k in self._chosen for k in keys):
-            preferred = ChunkSizes(self.local_energy_chunk_size, None)
+            rows = -(-self.n_samples // mesh_size(self.device_mesh))
+            preferred = ChunkSizes(_even_chunk(self.local_energy_chunk_size, rows), None)
             compiled = self._step_fn(preferred).lower(state).compile()  # the jit call reuses it
             if memory.program_bytes(compiled) <= self.memory_budget_bytes:
                 self._chosen.update(zip(keys, preferred))
@@ -434,6 +434,15 @@ class VMC:
 
         self._built[key] = jax.jit(traced)
         return self._built[key]
+
+
+def _even_chunk(chunk: int | None, rows: int) -> int | None:
+    """``chunk`` shrunk to split ``rows`` into as many chunks of (nearly) equal size: the
+    last chunk, padded to the chunk size, then wastes at most one row per chunk."""
+    if chunk is None or chunk >= rows:
+        return chunk
+    n_chunks = -(-rows // chunk)
+    return -(-rows // n_chunks)
 
 
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:
