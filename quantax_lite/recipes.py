@@ -28,10 +28,11 @@ import numpy as np
 from ._validate import finite_number, positive_int
 from .ground_sector import MAX_SEARCH_SITES, WEIGHT_TOL, GroundOverlaps, find_ground_sector, momenta
 from .ground_sector import whole_space_ground_state
+from . import references, sign_rules
 from .memory import check_memory_budget
-from .lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular
+from .lattice import Lattice, parse_lattice
 
-__all__ = ["Recipe", "Run", "build", "parse_lattice", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
+__all__ = ["Recipe", "Run", "build", "parse_lattice", "network_option", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
            "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage", "SectorChoice", "AUTO_FIELDS",
            "MEASURED_OPTIMIZER"]
 
@@ -46,13 +47,9 @@ SAMPLINGS = ("metropolis", "exact_sum")
 # the most configurations (of the Sz sector sampled) that sampling exact_sum sums over: 2**21 (22 sites at Sz = 0)
 MAX_EXACT_SUM_STATES = 2**21
 
-# Literature ground-state energies (spin-1/2 units, periodic) of lattices too large for
-# exact diagonalization here: (lattice, hamiltonian, J2) -> energy per site.
-LITERATURE_ENERGY_PER_SITE = {
-    ("6x6", "heisenberg", 0.0): -0.678872,  # exact diagonalization
-    ("6x6", "j1j2", 0.5): -0.50381,  # exact diagonalization
-    ("10x10", "heisenberg", 0.0): -0.671549,  # quantum Monte Carlo
-}
+# The literature values of the package's table of reference energies (quantax_lite.references),
+# (lattice, hamiltonian, J2) -> energy per site, by their earlier name.
+LITERATURE_ENERGY_PER_SITE = {key: references.ENERGY_PER_SITE[key] for key in sorted(references.LITERATURE)}
 MAX_ED_SITES = 20
 # Fields whose default "auto" the recipe decides from the lattice and Hamiltonian
 # (Recipe.resolved); a run records what they were decided to be, so it reloads the same.
@@ -107,32 +104,6 @@ def seed_key(seed: int):
     if seed < 2**32 or jax.config.jax_enable_x64 or str(jax.config.jax_default_prng_impl) != "threefry2x32":
         return jax.random.PRNGKey(seed)
     return jnp.asarray([seed >> 32, seed & 0xFFFFFFFF], dtype=jnp.uint32)  # threefry's key of a 64-bit seed
-
-
-# 'kind:L1xL2' lattices with a basis or non-square Bravais vectors (``Lattice.name`` reads back)
-_BRAVAIS = {"triangular": Triangular, "honeycomb": Honeycomb, "kagome": Kagome}
-
-
-def parse_lattice(text: str) -> Lattice:
-    """'4x4' / '6x4' -> :func:`Square`, 'chain:20' -> :func:`Chain`, 'triangular:6x6' /
-    'honeycomb:3x3' / 'kagome:2x3' -> L1 x L2 unit cells of :func:`Triangular` /
-    :func:`Honeycomb` / :func:`Kagome` (all periodic); ``Lattice.name`` reads back."""
-    if isinstance(text, Lattice):
-        return text
-    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", str(text))
-    try:
-        if m:
-            return Square(int(m.group(1)), int(m.group(2)))
-        m = re.fullmatch(r"\s*chain\s*:\s*(\d+)\s*", str(text))
-        if m:
-            return Chain(int(m.group(1)))
-        m = re.fullmatch(r"\s*([a-z]+)\s*:\s*(\d+)\s*x\s*(\d+)\s*", str(text).lower())
-        if m and m.group(1) in _BRAVAIS:
-            return _BRAVAIS[m.group(1)](int(m.group(2)), int(m.group(3)))
-    except ValueError as err:
-        raise ValueError(f"lattice: {text!r}: {err}") from None
-    raise ValueError(f"lattice: cannot read {text!r}; expected e.g. '4x4', '6x4', 'chain:20', 'triangular:6x6', "
-                     "'honeycomb:3x3' or 'kagome:2x3'.")
 
 
 def _choice(value, name, options):
@@ -258,6 +229,24 @@ _SECTOR_AUTO_HELP = ("auto: the sector of the ground state of the whole Sz = 0 s
                      "chose and why")
 
 
+def network_option(text: str) -> dict:
+    """Command-line form of one of ``network_options``: 'key=value' -> ``{key: value}``, the
+    value read as an int, a float, true/false, none, or else a string."""
+    key, sep, value = str(text).partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected an option of the network as key=value (e.g. alpha=4), got {text!r}")
+    value = value.strip()
+    words = {"true": True, "false": False, "none": None, "null": None}
+    if value.lower() in words:
+        return {key.strip(): words[value.lower()]}
+    for kind in (int, float):
+        try:
+            return {key.strip(): kind(value)}
+        except ValueError:
+            pass
+    return {key.strip(): value}
+
+
 def _field(default, kind, group, help, choices=None):
     """A recipe field with its command-line form (type, group, help, choices)."""
     return dataclasses.field(default=default, metadata=dict(type=kind, group=group, help=help, choices=choices))
@@ -315,6 +304,12 @@ class Recipe:
                                    "(complex networks; signed ones use origin); origin, log psi_0 = the output "
                                    "of one cell, summed over the translations with their characters (the "
                                    "network of runs made before this option)", MOMENTUM_READOUTS)
+    network: str = _field("conv", str, "network", "the network, by its registered name "
+                          "(quantax_lite.models.register_network): conv (the convolutional ResNet, whose options "
+                          "are channels, depth, kernel-size and norm), rbm, vit, or one registered by the user")
+    network_options: Any = _field(None, network_option, "network", "that network's own options, a mapping of "
+                                  "option names to values (e.g. {'alpha': 4} for rbm; on the command "
+                                  "--network-option alpha=4, repeated); the conv network's are its own fields")
     depth: Any = _field(AUTO, int_or_auto, "network", "residual blocks; auto: the measured network by lattice "
                         "size (Recipe.network_size: 2 up to 20 sites, 3 on 2D lattices of 21-36 sites, 4 "
                         "beyond) (None: as make_conv_nqs chooses by lattice size)")
@@ -414,6 +409,7 @@ class Recipe:
                                                    and self.sr_momentum < 1):
             raise ValueError(f"sr_momentum: expected a number in [0, 1) or 'auto', got {self.sr_momentum!r}.")
         lattice = parse_lattice(self.lattice)
+        self._check_network()
         self._check_exact_sum(lattice)
         self._check_sector(lattice)
         self._check_phase_rule(lattice)
@@ -429,6 +425,44 @@ class Recipe:
                     f"eval_samples: {n_eval} must be a multiple of {name} ({n}): the final estimate is "
                     "drawn in blocks of one step's samples."
                 )
+
+    def _check_network(self) -> None:
+        """``network`` registered; ``network_options`` that network's (``ValueError`` /
+        ``TypeError`` starting ``network_options: <option>:``), stored as a plain dict (None
+        when empty). The conv network's options are the fields ``channels``, ``depth``,
+        ``kernel_size`` and ``norm``: given in ``network_options`` they move there (once); for
+        another network those fields keep their defaults (``ValueError`` naming the field)."""
+        from .models import network_entry, network_options
+
+        network_entry(self.network)
+        given = self.network_options
+        if given is not None and not isinstance(given, dict):
+            if not hasattr(given, "items"):
+                raise TypeError(f"network_options: expected a mapping of option names to values, got {given!r}.")
+            given = dict(given.items())
+        given = dict(given or {})
+        network_options(self.network, given)  # the network's own check of every option
+        defaults = {f.name: f.default for f in dataclasses.fields(Recipe)}
+        if self.network == "conv":
+            for key in list(given):
+                if getattr(self, key) != defaults[key]:
+                    raise ValueError(f"network_options: {key}: given twice, as the field {key} "
+                                     f"({getattr(self, key)!r}) and in network_options ({given[key]!r}).")
+                object.__setattr__(self, key, given.pop(key))
+        else:
+            for key in ("channels", "depth", "kernel_size", "norm"):
+                if getattr(self, key) not in (defaults[key], None):
+                    raise ValueError(f"{key}: an option of the conv network, not of {self.network!r}; give that "
+                                     f"network's options in network_options.")
+        object.__setattr__(self, "network_options", given or None)
+
+    def network_config(self, lattice=None) -> dict:
+        """The options of the network (``network_options``; for the conv network its fields,
+        ``channels`` and ``depth`` as :meth:`network_size` decides an 'auto' one)."""
+        if self.network != "conv":
+            return dict(self.network_options or {})
+        channels, depth = self.network_size(lattice)
+        return dict(channels=channels, depth=depth, kernel_size=self.kernel_size, norm=self.norm)
 
     def _check_full_stage(self) -> None:
         """``full_stage_samples`` / ``full_stage_lr``: positive, only with a staged symmetry, and
@@ -524,7 +558,7 @@ class Recipe:
         if self.amplitude in ("positive", "signed"):
             raise ValueError(f"phase_rule: '120' gives complex amplitudes, which amplitude {self.amplitude!r} "
                              "cannot hold; use amplitude 'complex' or 'auto', or phase_rule 'none'.")
-        if not _phase_rule_fits(lattice):
+        if not sign_rules.phase_rule_fits(lattice):
             raise ValueError(f"phase_rule: '120' needs three sublattices that colour every nearest-neighbour bond "
                              f"of {lattice.name} (triangular clusters: both extents divisible by 3; kagome); "
                              "use 'none' or 'auto'.")
@@ -541,17 +575,15 @@ class Recipe:
             return self.phase_rule
         lattice = parse_lattice(self.lattice) if lattice is None else lattice
         if (self.hamiltonian != "tfim" and self.amplitude in ("auto", "complex")
-                and getattr(lattice, "kind", None) in ("triangular", "kagome") and _phase_rule_fits(lattice)):
+                and sign_rules.default_rule(lattice) == "120"):
             return "120"
         return "none"
 
     def site_phases(self, lattice=None):
-        """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.models.sublattice_phases`),
+        """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.sign_rules.sublattice_phases`),
         or None."""
-        from .models import sublattice_phases
-
         lattice = parse_lattice(self.lattice) if lattice is None else lattice
-        return sublattice_phases(lattice) if self.phase_rule_kind(lattice) == "120" else None
+        return sign_rules.sublattice_phases(lattice) if self.phase_rule_kind(lattice) == "120" else None
 
     def sector_momentum(self, lattice=None):
         """The Cartesian wave vector ``k = sum_d m_d b_d / L_d`` of ``momentum`` (float64
@@ -585,8 +617,7 @@ class Recipe:
             return None
         if self.hamiltonian == "j1j2" and (0.5 if self.J2 is None else self.J2) != 0:
             return "j1j2"
-        kind = getattr(lattice, "kind", None)
-        return kind if kind in ("triangular", "kagome") else None
+        return lattice.kind if lattice.frustrated and lattice.kind in MEASURED_OPTIMIZER else None
 
     def optimizer_settings(self, lattice=None) -> tuple[float, float]:
         """``(sr_momentum, diag_shift)``: each as given, or what 'auto' picks by
@@ -610,8 +641,7 @@ class Recipe:
         default = default_conv_architecture(lattice)
         n, two_d = lattice.n_sites, lattice.ndim == 2
         if n <= 20:
-            frustrated = getattr(lattice, "kind", None) in ("triangular", "kagome")
-            auto = (12, 2) if frustrated else (8, 2)
+            auto = (12, 2) if lattice.frustrated else (8, 2)
         elif n <= 36 and two_d:
             auto = (8, 3)
         else:
@@ -690,7 +720,7 @@ class Recipe:
         if self.hamiltonian == "tfim":
             return lattice, "tfim", float(1.0 if self.h is None else self.h), False
         j2 = float(0.5 if self.J2 is None else self.J2) if self.hamiltonian == "j1j2" else 0.0
-        return lattice, self.hamiltonian, j2, bool(lattice.is_bipartite and self.marshall)
+        return lattice, self.hamiltonian, j2, bool(sign_rules.has_marshall_rule(lattice) and self.marshall)
 
     def _sector_fields(self, lattice=None, hamiltonian=None) -> tuple:
         """``(momentum, spin_parity, rotation_parity)`` as the network's group takes them:
@@ -733,7 +763,7 @@ class Recipe:
             return self
         lattice = parse_lattice(self.lattice)
         choice = self.sector_choice(lattice)
-        channels, depth = self.network_size(lattice)
+        channels, depth = self.network_size(lattice) if self.network == "conv" else (self.channels, self.depth)
         sr_momentum, diag_shift = self.optimizer_settings(lattice)
         m, p, r = choice.fields
         out = dataclasses.replace(self, momentum=m, spin_parity=p, rotation_parity=r, channels=channels, depth=depth,
@@ -798,15 +828,14 @@ class Recipe:
         if (self.hamiltonian == "tfim" or getattr(hamiltonian, "marshall_sign", False)
                 or self.phase_rule_kind(lattice) == "120"):
             return None
-        return FRUSTRATED_INIT_SCALE if getattr(lattice, "kind", None) in ("triangular", "kagome") else None
+        return FRUSTRATED_INIT_SCALE if lattice.frustrated else None
 
     def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
         """The exact energy of the whole space's ground state (the summary's relative error
-        is against it): a literature value (:data:`LITERATURE_ENERGY_PER_SITE`), else sparse
+        is against it): a literature value (:data:`quantax_lite.references.LITERATURE`), else sparse
         diagonalization of the whole Sz = 0 space (every configuration for tfim) up to
         :data:`MAX_ED_SITES` sites, or up to 24 where :meth:`sector_choice` diagonalized it,
-        else a value of ``quantax_lite.exact.REFERENCE_ENERGY_PER_SITE`` (e.g. the 36-site
-        triangular cluster), else None. Whether the network's sector holds that ground state,
+        else a value of the table :data:`quantax_lite.references.ENERGY_PER_SITE`, else None. Whether the network's sector holds that ground state,
         and its own lowest energy where not: :meth:`sector_energy`, :meth:`sector_summary`."""
         return self._reference(lattice, hamiltonian)[0]
 
@@ -817,14 +846,11 @@ class Recipe:
     def _reference(self, lattice, hamiltonian, energy: bool = True) -> tuple:
         """(energy or None, source) of :meth:`reference_energy`; ``energy=False`` skips the
         diagonalization and gives the source only."""
-        from . import exact
-
         lattice = parse_lattice(self.lattice) if lattice is None else lattice
         key = (lattice.name, self.hamiltonian, float(self._system_key(lattice)[2]) if self.hamiltonian == "j1j2"
                else 0.0)
-        if key in LITERATURE_ENERGY_PER_SITE:
-            return (LITERATURE_ENERGY_PER_SITE[key] * lattice.n_sites,
-                    "literature value (quantax_lite.recipes.LITERATURE_ENERGY_PER_SITE)")
+        if key in references.LITERATURE:
+            return references.energy_per_site(*key) * lattice.n_sites, references.source(*key)
         system = self._system_key(lattice)
         choice = self.sector_choice(lattice) if lattice.n_sites <= MAX_SEARCH_SITES else None
         if lattice.n_sites <= MAX_ED_SITES or (choice is not None and choice.ground_energy is not None):
@@ -837,10 +863,10 @@ class Recipe:
             if choice is not None and choice.ground_energy is not None:
                 return choice.ground_energy, source
             return (_whole_space_ground(system)[0] if energy else None), source
-        per_site = exact.REFERENCE_ENERGY_PER_SITE.get(key)
+        per_site = references.energy_per_site(*key)
         if per_site is None:
             return None, None
-        return per_site * lattice.n_sites, "tabulated ground state (quantax_lite.exact.REFERENCE_ENERGY_PER_SITE)"
+        return per_site * lattice.n_sites, references.source(*key)
 
     def sector_energy(self, lattice=None, hamiltonian=None) -> float | None:
         """The lowest energy of the network's sector (the group of the last stage with its
@@ -912,20 +938,6 @@ class Recipe:
         return hash(self._identity())
 
 
-def _phase_rule_fits(lattice) -> bool:
-    """Whether the 120-degree rule is defined on ``lattice`` (three sublattices colouring every
-    nearest-neighbour bond) and every translation keeps it in the Sz = 0 sector (shifts
-    its phase by a multiple of 2 pi there)."""
-    from .models.factory import sublattice_phases, translation_phase_factors
-
-    try:
-        factors = translation_phase_factors(lattice, sublattice_phases(lattice))
-    except ValueError:
-        return False
-    # one factor c per down spin: c ** (N / 2) in Sz = 0
-    return factors is not None and bool(np.all(np.abs(factors ** (lattice.n_sites // 2) - 1) <= 1e-9))
-
-
 def _sector_group(lattice, name: str, momentum=None, parity: int | None = None, rotation: int | None = None):
     """The group of the symmetry ``name`` ('none', 'translations', 'full') in a sector:
     ``momentum`` a Cartesian wave vector or None (k = 0); ``parity`` the character of spin
@@ -956,6 +968,8 @@ def _is_auto(value) -> bool:
 
 
 def _hashable(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
     return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
@@ -1143,19 +1157,17 @@ def default_chains(samples: int, n_devices: int) -> int:
 
 
 def _network(recipe: Recipe, lattice, ham, group, kind: str):
-    """The network of ``recipe`` projected on ``group``, with output ``kind``."""
+    """The network of ``recipe`` (its registered ``network`` with :meth:`Recipe.network_config`)
+    with the head ``kind``, its phase rule and the projection on ``group``."""
     import jax.numpy as jnp
 
-    from .models import make_conv_nqs
+    from .models import make_network
 
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
     readout = "origin" if recipe.momentum_readout == "origin" and recipe.has_momentum() else None
-    channels, depth = recipe.network_size(lattice)
-    return make_conv_nqs(
-        lattice, group, channels=channels, depth=depth, kernel_size=recipe.kernel_size,
-        dtype=dtype, readout=readout, complex_output=kind != "positive", signed=kind == "signed", norm=recipe.norm,
-        final_scale=recipe.init_scale(lattice, ham), site_phases=recipe.site_phases(lattice),
-    )
+    return make_network(lattice, group, recipe.network, recipe.network_config(lattice), amplitude=kind,
+                        readout=readout, site_phases=recipe.site_phases(lattice),
+                        final_scale=recipe.init_scale(lattice, ham), dtype=dtype)
 
 
 def _param_layout(params):

@@ -97,35 +97,44 @@ class RBM(nn.Module):
 
 
 class RBMFeatures(nn.Module):
-    """The hidden units of a translation-symmetric RBM as features: the backbone of the
-    ``"rbm"`` network.
+    """The hidden units of an RBM as features: the backbone of the ``"rbm"`` network.
 
-    ``features[:, r, f] = log cosh(b_f + sum_i W[i, f] (T_r s)[i])`` for every cell ``r``
-    (``T_r`` the translation bringing cell ``r`` to the origin:
-    :func:`~quantax_lite.lattice.translation_perms`): ``alpha`` hidden units per cell,
-    equivariant under translations by whole cells. With the library's ``"sum"`` head of
-    weights ``w_f`` this is ``log psi = sum_{r,f} w_f log cosh(theta_{rf})``, the symmetric
-    RBM. Parameters ``kernel (n_sites, alpha)``, ``hidden_bias (alpha,)``, real.
+    ``translated=True`` (periodic lattices): ``features[:, r, f] = log cosh(b_f + sum_i
+    W[i, f] (T_r s)[i])`` for every cell ``r`` (``T_r`` the translation bringing cell ``r``
+    to the origin: :func:`~quantax_lite.lattice.translation_perms`), ``alpha`` hidden units
+    per cell, equivariant under translations by whole cells; with the ``"sum"`` head of
+    weights ``w_f`` this is the symmetric RBM ``sum_{r,f} w_f log cosh(theta_rf)``.
+    Parameters ``kernel (n_sites, alpha)``, ``hidden_bias (alpha,)``.
+    ``translated=False`` (open lattices): ``alpha * n_cells`` independent hidden units at one
+    position, ``(batch, 1, alpha * n_cells)``, no symmetry (``equivariance = "none"``);
+    ``kernel (n_sites, alpha * n_cells)``. Real parameters.
 
-    Call: ``s`` ``(batch, n_sites)`` -> ``(batch, n_cells, alpha)``.
+    Call: ``s`` ``(batch, n_sites)`` -> ``(batch, n_cells, alpha)`` (translated).
     """
 
     lattice_shape: tuple
     n_basis: int = 1
     alpha: int = 2
     dtype: Any = jnp.float64
+    translated: bool = True
 
-    equivariance = "cells"
+    @property
+    def equivariance(self) -> str:
+        return "cells" if self.translated else "none"
 
     @nn.compact
     def __call__(self, s):
         dtype = real_dtype(self.dtype)
         perms = translation_perms(self.lattice_shape, self.n_basis)  # (n_cells, n_sites)
-        s = spin_batch(s, perms.shape[1])
-        kernel = self.param("kernel", nn.initializers.normal(1.0 / np.sqrt(perms.shape[1])),
-                            (perms.shape[1], self.alpha), dtype)
-        bias = self.param("hidden_bias", nn.initializers.zeros_init(), (self.alpha,), dtype)
-        return log_cosh(s.astype(dtype)[:, perms] @ kernel + bias)
+        n_cells, n_sites = perms.shape
+        s = spin_batch(s, n_sites)
+        width = self.alpha if self.translated else self.alpha * n_cells
+        kernel = self.param("kernel", nn.initializers.normal(1.0 / np.sqrt(n_sites)), (n_sites, width), dtype)
+        bias = self.param("hidden_bias", nn.initializers.zeros_init(), (width,), dtype)
+        x = s.astype(dtype)
+        if self.translated:
+            return log_cosh(x[:, perms] @ kernel + bias)
+        return log_cosh(x @ kernel + bias)[:, None, :]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +149,6 @@ class RBMOptions:
 
 @register_network("rbm", options=RBMOptions)
 def rbm_network(lattice, options: RBMOptions, dtype) -> RBMFeatures:
-    """The :class:`RBMFeatures` of ``lattice`` (periodic or open: the hidden units are
-    translated over the cells' periodic grid either way)."""
-    return RBMFeatures(tuple(lattice.shape), int(lattice.n_basis), options.alpha, dtype)
+    """The :class:`RBMFeatures` of ``lattice``: hidden units translated over the cells of a
+    periodic lattice, independent ones on an open lattice."""
+    return RBMFeatures(tuple(lattice.shape), int(lattice.n_basis), options.alpha, dtype, translated=bool(lattice.pbc))
