@@ -39,7 +39,7 @@ def main(argv=None):
                 state, metrics = r.vmc.step(r.state)
                 jax.block_until_ready(metrics)
                 first[form] = time.perf_counter() - t
-                chosen = tuning.conv_form(r.lattice.n_sites, r.model.base.channels, r.model.base.dtype)
+                chosen = tuning.conv_form(r.lattice.n_sites, r.model.base.backbone.channels, r.model.base.dtype)
                 runs[form] = [r.vmc.step, state, chosen]
         times = {form: [] for form in runs}
         for _ in range(args.repeats):

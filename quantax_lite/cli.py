@@ -35,7 +35,8 @@ class UsageError(Exception):
 
 
 def _option(name: str) -> str:
-    return "--out" if name == "out_dir" else f"--{name.replace('_', '-')}"
+    special = {"out_dir": "--out", "network_options": "--network-option"}
+    return special.get(name, f"--{name.replace('_', '-')}")
 
 
 def _options() -> set[str]:

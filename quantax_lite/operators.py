@@ -73,6 +73,7 @@ import scipy.sparse as sp
 from . import tuning
 from .hilbert import check_spin_dtype, check_spin_values, states_to_codes, validate_states
 from .lattice import Lattice
+from .sign_rules import check_marshall_rule, marshall_sign
 
 __all__ = [
     "SpinHamiltonian",
@@ -550,7 +551,7 @@ class Heisenberg(BondHamiltonian):
             object.__setattr__(self, name, _check_coupling(getattr(self, name), name))
         object.__setattr__(self, "marshall_sign", bool(self.marshall_sign))
         if self.marshall_sign:
-            _check_two_sublattices(self.lattice)
+            check_marshall_rule(self.lattice)
 
     def __repr__(self) -> str:
         # the field appears only when set, so a model without it prints as before it existed
@@ -658,31 +659,6 @@ class TransverseFieldIsing(BondHamiltonian):
             amp_aligned=np.full(n, -self.field),
             amp_anti=np.full(n, -self.field),
         )
-
-
-def _check_two_sublattices(lattice: Lattice) -> None:
-    if lattice.n_sublattices != 2:
-        raise ValueError(
-            f"marshall_sign: needs a lattice with two sublattices (chain, square, honeycomb), "
-            f"got the {lattice.kind} lattice {lattice.name} with {lattice.n_sublattices} sublattices "
-            "(not bipartite); use marshall_sign=False"
-        )
-
-
-def marshall_sign(lattice: Lattice, states):
-    """Marshall sign ``u(s) = prod_{i: sublattice 1} s_i`` (int8 +-1, shape ``(...,)``).
-
-    ``Heisenberg(..., marshall_sign=True)`` is ``U H U`` with ``U = diag(u)``, so its
-    eigenvectors are ``u(s) psi(s)`` for eigenvectors ``psi`` of the plain Hamiltonian.
-    A lattice without two sublattices (triangular, kagome) raises ValueError naming
-    ``marshall_sign``.
-    """
-    if not isinstance(lattice, Lattice):
-        raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
-    _check_two_sublattices(lattice)
-    states = np.asarray(_check_configurations(np.asarray(states), lattice.n_sites, "states"))
-    sub = lattice.sublattice.astype(bool)
-    return np.prod(states[..., sub].astype(np.int64), axis=-1).astype(np.int8)
 
 
 # -------------------------------------------------------------------- local energies

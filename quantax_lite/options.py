@@ -41,6 +41,15 @@ class _Given(argparse.Action):
         namespace.given_options = set(getattr(namespace, "given_options", ())) | {self.dest}
 
 
+class _GivenOptions(_Given):
+    """``--network-option key=value``, repeatable: the pairs merged into one mapping."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        merged = dict(getattr(namespace, self.dest, None) or {})
+        merged.update(values)
+        super().__call__(parser, namespace, merged, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors (an unreadable value, an unknown option) are one line, exit status 2."""
 
@@ -67,11 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         "J1-J2) or Pauli units (tfim). Writes log.jsonl, summary.json, energy.png and the last checkpoints to --out; "
         "exit status 2 for a usage error, 3 for a run that diverged.")
     g = {name: t.add_argument_group(name, text) for name, text in GROUPS.items()}
-    # network: the options of quantax_lite.Recipe's network fields; a registered network's
-    # name and options (--network NAME --network-option key=value) belong in this group too
+    # network: the options of quantax_lite.Recipe's network fields, among them a registered
+    # network's name and its own options (--network NAME --network-option key=value)
     for f in dataclasses.fields(Recipe):
         meta, name = f.metadata, "--" + f.name.replace("_", "-")
         group = g.get(_GROUP_OF.get(f.name, meta.get("group")), g["network"])
+        if f.name == "network_options":  # one key=value per use, repeated for several
+            group.add_argument("--network-option", dest=f.name, metavar="KEY=VALUE", type=meta["type"], default=None,
+                               action=_GivenOptions, help=meta["help"] + " (repeat for several)")
+            continue
         if meta["type"] is bool:  # a rule on by default: a --no-... switch
             group.add_argument(f"--no-{f.name}", dest=f.name, action="store_false", help=f"do not apply {meta['help']}")
             continue

@@ -18,7 +18,7 @@ import numpy as np
 from .hilbert import check_spin_dtype, check_spin_values
 from .lattice import Lattice, translation_perms
 
-__all__ = ["RULES", "default_rule", "has_marshall_rule", "marshall_sign", "phase_rule_fits", "sublattice_phases",
+__all__ = ["RULES", "check_marshall_rule", "default_rule", "has_marshall_rule", "marshall_sign", "phase_rule_fits", "sublattice_phases",
            "translation_phase_factors"]
 
 RULES = ("marshall", "120")
@@ -29,17 +29,22 @@ def has_marshall_rule(lattice: Lattice) -> bool:
     return bool(lattice.is_bipartite)
 
 
+def check_marshall_rule(lattice: Lattice) -> None:
+    """``ValueError`` naming ``marshall_sign`` unless ``lattice`` has two sublattices."""
+    if lattice.n_sublattices != 2:
+        raise ValueError(
+            f"marshall_sign: needs a lattice with two sublattices (chain, square, honeycomb), "
+            f"got the {lattice.kind} lattice {lattice.name} with {lattice.n_sublattices} sublattices "
+            "(not bipartite); use marshall_sign=False")
+
+
 def marshall_sign(lattice: Lattice, states) -> np.ndarray:
     """Marshall sign ``u(s) = prod_{i: sublattice 1} s_i`` of ``states`` ``(..., n_sites)``
     +-1: ``(...,)`` int8. ``ValueError`` naming ``marshall_sign`` on a lattice without two
     sublattices (triangular, kagome)."""
     if not isinstance(lattice, Lattice):
         raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
-    if lattice.n_sublattices != 2:
-        raise ValueError(
-            f"marshall_sign: needs a lattice with two sublattices (chain, square, honeycomb), "
-            f"got the {lattice.kind} lattice {lattice.name} with {lattice.n_sublattices} sublattices "
-            "(not bipartite); use marshall_sign=False")
+    check_marshall_rule(lattice)
     states = np.asarray(states)
     if states.ndim < 1 or states.shape[-1] != lattice.n_sites:
         raise ValueError(f"states: expected configurations of shape (..., {lattice.n_sites}), got {states.shape}")

@@ -223,7 +223,8 @@ def _summary_head(recipe: Recipe, r, exact) -> dict:
     """The summary's description of the run (before any step)."""
     exact_sum = recipe.sampling == "exact_sum"
     return dict(lattice=r.lattice.name, hamiltonian=recipe.hamiltonian, n_sites=r.lattice.n_sites,
-                n_params=r.n_params, sampling=recipe.sampling, n_samples=r.vmc.n_samples,
+                n_params=r.n_params, network=recipe.network, network_options=recipe.network_options,
+                sampling=recipe.sampling, n_samples=r.vmc.n_samples,
                 full_stage_samples=recipe.full_stage_samples, full_stage_lr=recipe.full_stage_lr,
                 n_eval_samples=None if exact_sum else recipe.n_eval_samples,
                 exact_energy=exact, exact_energy_source=recipe.reference_source(r.lattice, r.hamiltonian),

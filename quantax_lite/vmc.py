@@ -25,6 +25,7 @@ import optax
 from . import memory, run_folder, tuning
 from ._validate import positive_int
 from .checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
+from .draws import draw_samples
 from .jacobian import jacobian
 from .models import derivative_form
 from .operators import SpinHamiltonian, make_local_energy
@@ -458,17 +459,10 @@ def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> 
         e_loc = vmc._row_or_local_energies(vmc.local_energies, state.params, samples, log_psi_s)
         return exact_statistics(e_loc, weights), state
     n_samples = 4 * vmc.n_samples if n_samples is None else n_samples
-    # Sampled in blocks of at most vmc.n_samples, so memory stays that of a training step;
-    # the blocks are consecutive stretches of the same chains.
-    block = min(n_samples, vmc.n_samples)
-    if n_samples % block:
-        raise ValueError(f"n_samples={n_samples} must be a multiple of the step's {block} samples.")
-    chains, series = state.sampler, []
-    for _ in range(n_samples // block):
-        samples, log_psi_s, chains = vmc.sampler.sample(chains, state.params, block)
-        e_loc = vmc.local_energies(state.params, samples, log_psi_s)
-        series.append(per_chain(e_loc, vmc.sampler.n_chains))
-    stats = statistics(jnp.concatenate(series, axis=1))
+    # in blocks of at most a step's samples (the memory of a training step), consecutive
+    # stretches of the same chains
+    _, _, e_loc, chains = draw_samples(vmc, state.sampler, state.params, n_samples)
+    stats = statistics(e_loc)
     return stats, state._replace(sampler=chains)
 
 

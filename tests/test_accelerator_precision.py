@@ -7,6 +7,7 @@ runs at HIGHEST precision; the float32 solve agrees with a dense float64 one; th
 trains with ``jax_enable_x64`` off. The test process itself has x64 on (conftest), so a
 float64 constant that slipped into a program would show.
 """
+import dataclasses
 import re
 import warnings
 
@@ -59,6 +60,60 @@ def _step_text(recipe: Recipe, backend: str) -> str:
         r = build(recipe)
         step = r.vmc._step_fn(ChunkSizes(None, None))
         return step.trace(r.state).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def test_tpu_record_compiles_one_copy_of_the_network_in_chunks():
+    """The TPU record's speed choices (measured on the chip, compile_probe_tpu.json): every
+    connection slot evaluated (no ``lax.switch`` over packing sizes, each a compiled copy of
+    the network) and about 65,536 connected configurations per local-energy chunk."""
+    cpu, tpu, gpu = (tuning.for_backend(name) for name in ("cpu", "tpu", "gpu"))
+    assert (cpu.pack_local_energy, tpu.pack_local_energy, gpu.pack_local_energy) == (True, False, True)
+    assert (cpu.local_energy_rows, tpu.local_energy_rows, gpu.local_energy_rows) == (8192, 65536, None)
+    recipe = Recipe(lattice="4x4", samples=1024)
+    def products(text):
+        return text.count("stablehlo.convolution") + text.count("dot_general")
+
+    convs = {}
+    for name, record in (("tpu", tpu), ("tpu packed", dataclasses.replace(tpu, pack_local_energy=True))):
+        with tuning.using(record):
+            r = build(recipe)
+            convs[name] = products(_lower_tpu(r.vmc._step_fn(ChunkSizes(None, None)), r.state))
+            network = products(_lower_tpu(r.model.apply, r.state.params, jnp.ones((4, 16), jnp.int8)))
+    # the packed local energies hold a copy of the network per packing size, the TPU record's one
+    sizes = len(set(tpu.packed_fractions) | {1.0})
+    assert convs["tpu packed"] - convs["tpu"] == (sizes - 1) * network, (convs, network)
+    with tuning.using(tpu):
+        vmc = build(Recipe(lattice="6x6", hamiltonian="j1j2", J2=0.5, samples=1024)).vmc
+        assert vmc.local_energy_chunk_size == 65536 // vmc.hamiltonian.max_conn
+    with tuning.using(gpu):
+        assert build(recipe).vmc.local_energy_chunk_size is None
+
+
+def test_local_energy_chunks_split_the_samples_evenly():
+    """A preferred chunk that does not divide the samples is shrunk to as many equal
+    chunks (the last chunk is padded to the chunk size: 1024 samples in chunks of 248
+    evaluated 1240 rows)."""
+    from quantax_lite.vmc import _even_chunk
+
+    assert _even_chunk(248, 1024) == 205 and 5 * 205 >= 1024
+    assert _even_chunk(256, 1024) == 256 and _even_chunk(None, 1024) is None and _even_chunk(2000, 1024) == 2000
+    for chunk in range(1, 300, 7):
+        for rows in (2, 63, 1000, 1024):
+            if chunk >= rows:
+                assert _even_chunk(chunk, rows) == chunk  # one piece: nothing padded
+                continue
+            even = _even_chunk(chunk, rows)
+            n = -(-rows // chunk)
+            assert even <= chunk and -(-rows // even) == n and n * even - rows < n
+    r = build(Recipe(lattice="4x4", samples=1024))
+    state, _ = r.vmc.step(r.state)
+    rows = -(-1024 // r.vmc.device_mesh.size)  # per device (the tests run on 8 CPU devices)
+    assert r.vmc.chunk_sizes(state.params).local_energy == _even_chunk(r.vmc.local_energy_chunk_size, rows)
+    with tuning.override(local_energy_rows=33 * 200):  # 200 samples per chunk (33 connections each)
+        r = build(Recipe(lattice="4x4", samples=8192))
+        state, _ = r.vmc.step(r.state)
+        rows = -(-r.vmc.n_samples // r.vmc.device_mesh.size)
+        assert r.vmc.chunk_sizes(state.params).local_energy == _even_chunk(200, rows)
 
 
 def test_for_backend_records():

@@ -295,8 +295,8 @@ def test_recipe_marshall_sign_only_on_bipartite_lattices_and_the_whole_space_gro
     inversion, and maps nearest-neighbour bonds onto themselves."""
     from quantax_lite import Recipe
 
-    recipe = Recipe(lattice=text, symmetry="full")
-    lattice, ham, group_ = recipe.system()
+    recipe = Recipe(lattice=text, symmetry="full", momentum=None, spin_parity=None, rotation_parity=None)
+    lattice, ham, group_ = recipe.system()  # the trivial sector (None: the fields' meaning before 'auto')
     assert ham.marshall_sign is bipartite
     assert recipe.amplitude_kind(ham) == ("positive" if bipartite else "complex")
     elements = {(tuple(p), int(f)) for p, f in zip(group_.perms, group_.flips)}

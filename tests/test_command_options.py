@@ -245,3 +245,26 @@ def test_a_6x6_measure_costs_about_1e8_evaluations():
 
     n = network_evaluations(Run(), 32768)
     assert 0.9e8 < n < 1.3e8
+
+
+def test_network_and_repeated_network_options_from_the_command(tmp_path, capsys):
+    """``--network NAME --network-option key=value`` (repeatable, merged) reaches the recipe
+    and its config; an option the network does not have exits 2 naming --network-option."""
+    args = build_parser().parse_args(["train", "--network", "vit", "--network-option", "heads=2",
+                                      "--network-option", "layers=1", "--network-option", "heads=4"])
+    assert args.network == "vit" and args.network_options == {"heads": 4, "layers": 1}
+    assert "network_options" in args.given_options
+    out = tmp_path / "rbm"
+    assert main(["train", "--lattice", "chain:8", "--network", "rbm", "--network-option", "alpha=2",
+                 "--sampling", "exact_sum", "--iters", "2", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["network"] == "rbm" and summary["network_options"] == {"alpha": 2}
+    from quantax_lite.recipes import recipe_of_run
+
+    recipe = recipe_of_run(str(out))[0]  # what a resume or measure rebuilds
+    assert recipe.network == "rbm" and recipe.network_options == {"alpha": 2}
+    capsys.readouterr()
+    assert main(["train", "--lattice", "chain:8", "--network", "rbm", "--network-option", "beta=1",
+                 "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("quantax-lite train: error: --network-option: beta:")

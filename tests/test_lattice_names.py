@@ -14,7 +14,8 @@ BOUNDARIES = [True, False, "periodic", "open", "pbc", "obc"]
 
 
 @pytest.mark.parametrize("make, shape, pbc", [(m, s, b) for m, shapes in SHAPES.items() for s in shapes
-                                              for b in BOUNDARIES], ids=str)
+                                              for b in BOUNDARIES],
+                         ids=lambda v: getattr(v, "__name__", str(v)))  # stable across xdist workers
 def test_every_constructor_name_reads_back(make, shape, pbc):
     lattice = make(*shape, pbc=pbc)
     again = parse_lattice(lattice.name)
