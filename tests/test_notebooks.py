@@ -7,9 +7,18 @@ the numbers the notebook printed are checked (``CHECKS``, one function per noteb
 the text of every cell's printed output): energies against the library's exact ground
 state energies and the variational bound, the identities a notebook shows (all rows
 processed once, zero all-gathers with shard_batch, equal Jacobians), so a notebook that
-runs but computes the wrong thing fails. The same checks hold for the outputs saved in
-the notebooks (``test_saved_outputs_pass_the_checks``, fast).
+runs but computes the wrong thing fails: the structure factors of trained networks against
+exact diagonalization (S(pi, pi) is the S.S structure factor in every notebook), the order
+(Neel or stripe) a trained network shows at each J2, the symmetry sector the default recipe
+picks on the triangular lattice. The same checks hold for the outputs saved in the
+notebooks (``test_saved_outputs_pass_the_checks``, fast); those are full-setting runs, checked
+with the full setting's tighter bounds.
+
+Each notebook's small run is in the default test selection when it takes under about 40 s
+on 2 CPU cores (``FAST``), else marked slow (a notebook not listed is slow; the kernel's
+start, the imports and the compilations alone take 15-20 s).
 """
+import functools
 import math
 import os
 import pathlib
@@ -26,9 +35,15 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 300
 
 
+# the notebooks whose small run takes under about 40 s on 2 CPU cores (measured under pytest on
+# a shared 2-core machine: 05 33 s; 01 about 60 s and 04 about 70 s are slow)
+FAST = {"05_triangular_custom_operators"}
+
+
 def test_every_notebook_is_collected():
     names = {p.name for p in NOTEBOOKS}
-    assert {"01_train_heisenberg.ipynb", "02_chunk_map.ipynb", "03_gspmd_vs_shard_map.ipynb"} <= names
+    assert {"01_train_heisenberg.ipynb", "02_chunk_map.ipynb", "03_gspmd_vs_shard_map.ipynb",
+            "04_j1j2_order.ipynb", "05_triangular_custom_operators.ipynb"} <= names
 
 
 def _kernel_env() -> dict:
@@ -38,9 +53,9 @@ def _kernel_env() -> dict:
     return env
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=[] if p.stem in FAST else [pytest.mark.slow])
+                                  for p in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
     copy = tmp_path / path.name
     shutil.copy(path, copy)
@@ -100,12 +115,40 @@ def exact_energy(J2: float = 0.0, marshall_sign: bool = False) -> float:
     return float(ground_state_energy(Heisenberg(Square(4), J1=1.0, J2=J2, marshall_sign=marshall_sign)))
 
 
+@functools.lru_cache(maxsize=None)
+def exact_order(J2: float) -> tuple[float, float]:
+    """(S(pi, pi), S(pi, 0)) of the 4x4 J1-J2 ground state, the S.S structure factor
+    (S(pi, 0) averaged with S(0, pi)), from its vector and the library's S_i.S_j operators."""
+    import numpy as np
+
+    from quantax_lite.exact import ground_state
+    from quantax_lite.lattice import Square
+    from quantax_lite.observables import structure_factor
+    from quantax_lite.operators import Heisenberg
+    from quantax_lite.spin_operators import spin_dot
+
+    lattice = Square(4)
+    n = lattice.n_sites
+    _, vec, basis = ground_state(Heisenberg(lattice, J1=1.0, J2=J2))
+    corr = np.full((n, n), 0.75)
+    for i in range(n):
+        for j in range(i + 1, n):
+            corr[i, j] = corr[j, i] = float(np.real(np.vdot(vec, spin_dot(i, j, n).to_sparse(basis) @ vec)))
+    s = lambda q: float(structure_factor(corr, lattice, np.array(q, float)).mean[0])  # noqa: E731
+    return s((np.pi, np.pi)), (s((np.pi, 0)) + s((0, np.pi))) / 2
+
+
 def check_train_heisenberg(text):
     """01: the printed exact energy is the library's; the final estimate is variational (3
     error bars), close to it (small setting: 60 steps of 256 samples) and agrees with the
     exact expectation of the trained network; the relative error printed is that of the
-    printed energies; S(pi, pi) is the staggered sum of the printed C(r)."""
+    printed energies. S(pi, pi) is the S.S structure factor (the exact value the library's,
+    4.42, not the Sz part alone, 1.47), the estimate agrees with the trained network's exact
+    value within its error bars and with the ground state's; the nearest-neighbour
+    correlation of the ground state is E0 / 2N (2N bonds); S(pi, pi) is the staggered sum of
+    the printed C(r)."""
     e0 = exact_energy(marshall_sign=True)
+    small = "small setting" in text
     ((printed_e0,),) = numbers(rf"exact energy {NUM} ", text)
     assert printed_e0 == pytest.approx(e0, abs=1e-9)
     assert "Marshall basis: ground state of one sign -> True" in text
@@ -114,7 +157,7 @@ def check_train_heisenberg(text):
     e, err = n * e, n * err  # (printed per site with 6 decimals: the total to 1e-5)
     assert per_site_e0 == pytest.approx(e0 / n, abs=1e-8)
     assert e >= e0 - 3 * err - 1e-5, (e, err, e0)
-    bound = 3e-2 if "small setting" in text else 1e-3
+    bound = 3e-2 if small else 1e-3
     assert abs(e - e0) / abs(e0) < bound, (e, e0)
     ((rel, _),) = numbers(rf"relative error {NUM}, +V-score {NUM}", text)
     assert rel == pytest.approx(abs(e - e0) / abs(e0), rel=0.01, abs=1e-6)
@@ -122,8 +165,17 @@ def check_train_heisenberg(text):
     assert ground == pytest.approx(e0 / n, abs=1e-5)
     assert trained >= ground - 1e-5  # <psi|H|psi> of the trained network, summed exactly
     assert abs(vmc - trained) <= 4 * vmc_err + 2e-5, (vmc, vmc_err, trained)
+    s_exact = exact_order(0.0)[0]
+    ((s_vmc, s_err, s_trained, s_ground),) = numbers(rf"S\(pi, pi\) +{NUM} ± {NUM} +{NUM} +{NUM}", text)
+    ((printed_s_exact,),) = numbers(rf"S\(pi,pi\) exact +{NUM}", text)
+    assert printed_s_exact == pytest.approx(s_exact, abs=1e-5) and s_ground == pytest.approx(s_exact, abs=1e-4)
+    assert abs(s_vmc - s_trained) <= 4 * s_err + 1e-3, (s_vmc, s_err, s_trained)
+    assert abs(s_vmc - s_exact) < (0.3 if small else 0.1), (s_vmc, s_exact)
+    ((c_vmc, c_err, c_trained, c_ground),) = numbers(rf"<S_0\.S_\(0,1\)> +{NUM} ± {NUM} +{NUM} +{NUM}", text)
+    assert c_ground == pytest.approx(e0 / (2 * n), abs=1e-4)
+    assert abs(c_vmc - c_trained) <= 4 * c_err + 1e-3
     ((stag, s_pipi),) = numbers(rf"sum_r eps_r C\(r\): {NUM} +vs S\(pi,pi\) {NUM}", text)
-    assert stag == pytest.approx(s_pipi, abs=2e-6)
+    assert stag == pytest.approx(s_pipi, abs=2e-6) and s_pipi == pytest.approx(s_vmc, abs=1e-4)
 
 
 def _calls_values(text, header):
@@ -176,19 +228,69 @@ def check_gspmd_vs_shard_map(text):
 
 
 def check_j1j2_order(text):
-    """04: each exact energy printed is the library's; each network energy is variational
-    (3 error bars); the exact structure factors show Neel order at J2 = 0 and stripes at 0.8."""
+    """04: each exact energy and structure factor printed is the library's (ED, S.S); the
+    trained networks' energies are variational (exact sums: to rounding) and close to ED;
+    the networks show the order of the ground state: S(pi, pi) > S(pi, 0) at J2 = 0 (Neel),
+    the reverse at 0.8 (stripe), and at every J2 where ED's order is clear the same one, with
+    both structure factors near ED's; the orbit sums agree with the network's whole vector."""
+    small = "small setting" in text
     exact = {j2: (e0, s_pipi, s_pi0) for j2, e0, _, s_pipi, s_pi0 in numbers(
         rf"J2 = {NUM}: E0 = {NUM} \({NUM} per site\), S\(pi,pi\) = {NUM}, S\(pi,0\) = {NUM}", text)}
-    assert set(exact) == {0.0, 0.5, 0.8}
-    for j2, (e0, _, _) in exact.items():
+    assert {0.0, 0.5, 0.8} <= set(exact)
+    for j2, (e0, s_pipi, s_pi0) in exact.items():
         assert e0 == pytest.approx(exact_energy(j2), abs=1e-6), j2
+        if j2 in (0.0, 0.5, 0.8):
+            assert (s_pipi, s_pi0) == pytest.approx(exact_order(j2), abs=1e-4), j2
     assert exact[0.0][1] > 4 * exact[0.0][2] and exact[0.8][2] > 4 * exact[0.8][1]
-    trained = numbers(rf"J2 = {NUM}: E = {NUM} ± {NUM} \(exact {NUM}\)", text)
-    assert sorted(t[0] for t in trained) == [0.0, 0.5, 0.8]
-    for j2, e, err, e0 in trained:
-        assert e0 == pytest.approx(exact[j2][0], abs=1e-4)
-        assert e >= e0 - 3 * err - 1e-4 and math.isfinite(e), (j2, e, err, e0)
+    trained = numbers(rf"J2 = {NUM}: E = {NUM} \(exact {NUM}\), relative error {NUM}; S\(pi,pi\) = {NUM} "
+                      rf"\(exact {NUM}\); S\(pi,0\) = {NUM} \(exact {NUM}\)", text)
+    assert sorted(t[0] for t in trained) == sorted(exact)
+    for j2, e, e0, rel, s_pipi, s_pipi_ed, s_pi0, s_pi0_ed in trained:
+        assert (e0, s_pipi_ed, s_pi0_ed) == pytest.approx(exact[j2], abs=1e-4), j2
+        assert math.isfinite(e) and e >= e0 - 1e-5, (j2, e, e0)  # exact sum: variational
+        assert abs(e - e0) / abs(e0) < (3e-3 if small else 1e-3), (j2, e, e0)
+        assert rel == pytest.approx(abs(e - e0) / abs(e0), rel=0.1, abs=2e-6)
+        tolerance = 0.3 if small else 0.15
+        assert abs(s_pipi - s_pipi_ed) < tolerance and abs(s_pi0 - s_pi0_ed) < tolerance, (j2, s_pipi, s_pi0)
+        if abs(s_pipi_ed - s_pi0_ed) > 1.0:  # the order is clear in ED: the network shows the same
+            assert (s_pipi > s_pi0) == (s_pipi_ed > s_pi0_ed), (j2, s_pipi, s_pi0)
+    by_j2 = {t[0]: t for t in trained}
+    assert by_j2[0.0][4] > 2 * by_j2[0.0][6]  # Neel at J2 = 0
+    assert by_j2[0.8][6] > 2 * by_j2[0.8][4]  # stripes at J2 = 0.8
+    ((_, s_full, s0_full, orbit_diff),) = numbers(
+        rf"J2 = {NUM}, all 12870 configurations: S\(pi,pi\) = {NUM}, S\(pi,0\) = {NUM}; orbit sums differ by {NUM}", text)
+    assert orbit_diff < 1e-4
+
+
+def check_triangular_custom_operators(text):
+    """05: the default recipe picks, by ED, a sector of nonzero momentum on triangular:4x3
+    whose lowest energy is the whole space's ground state (the library's ED over all 2^12
+    configurations, printed); the k = 0 sector lies higher; the trained network is
+    variational, below the k = 0 sector's energy and close to E0; the hand-written
+    Hamiltonian is the library's; the ground state is a singlet and the network nearly one."""
+    small = "small setting" in text
+    from quantax_lite.exact import ground_state_energy
+    from quantax_lite.lattice import parse_lattice
+    from quantax_lite.operators import Heisenberg
+
+    e0 = float(ground_state_energy(Heisenberg(parse_lattice("triangular:4x3")), total_sz=None))
+    (m,) = re.findall(r"sector momentum \((\d+), (\d+)\), .*chosen by exact diagonalization", text)
+    assert m != ("0", "0")
+    ((e_sz0, e_sector),) = numbers(rf"whole Sz = 0 space: E0 = {NUM}; the chosen sector: {NUM}", text)
+    ((e_k0,),) = numbers(rf"momentum fixed at k = 0: sector energy {NUM}", text)
+    ((printed_e0, _),) = numbers(rf"whole space \(4096 configurations\): E0 = {NUM} \({NUM} per site\)", text)
+    assert printed_e0 == pytest.approx(e0, abs=1e-5) and e_sz0 == pytest.approx(e0, abs=1e-5)
+    assert e_sector == pytest.approx(e0, abs=1e-5) and e_k0 > e0 + 0.1
+    ((e, e0_again, rel),) = numbers(rf"network: E = {NUM} \(whole-space E0 {NUM}\), relative error {NUM}", text)
+    assert e0_again == pytest.approx(e0, abs=1e-5)
+    assert e >= e0 - 1e-5 and e < e_k0, (e, e0, e_k0)  # below what the k = 0 sector can reach
+    assert abs(e - e0) / abs(e0) < (5e-3 if small else 1e-3)
+    ((diff,),) = numbers(rf"max \|H_mine - Heisenberg\| = {NUM}", text)
+    assert diff < 1e-12
+    ((e_mine, e_exact),) = numbers(rf"<H_mine> of the network: {NUM} \(the exact energy above {NUM}\)", text)
+    assert e_mine == pytest.approx(e_exact, abs=1e-5) and e_exact == pytest.approx(e, abs=1e-5)
+    ((s2_net, s2_ed),) = numbers(rf"S\^2: network {NUM}, ED ground state {NUM}", text)
+    assert abs(s2_ed) < 1e-8 and -1e-6 < s2_net < (0.1 if small else 0.05)
 
 
 CHECKS = {
@@ -196,6 +298,7 @@ CHECKS = {
     "02_chunk_map": check_chunk_map,
     "03_gspmd_vs_shard_map": check_gspmd_vs_shard_map,
     "04_j1j2_order": check_j1j2_order,
+    "05_triangular_custom_operators": check_triangular_custom_operators,
 }
 
 
