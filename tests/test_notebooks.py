@@ -36,7 +36,7 @@ CELL_TIMEOUT_S = 300
 
 
 # the notebooks whose small run takes under about 40 s on 2 CPU cores (measured under pytest on
-# a shared 2-core machine: 05 33 s; 01 about 60 s and 04 about 70 s are slow)
+# a shared 2-core machine: 05 33 s; 01 40-60 s and 04 50-70 s stay slow)
 FAST = {"05_triangular_custom_operators"}
 
 
