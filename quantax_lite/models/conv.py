@@ -461,7 +461,19 @@ class ResidualBlock(nn.Module):
         return x + h
 
 
-class ConvTrunk(nn.Module):
+class _CellGrid:
+    """``n_cells`` and ``n_sites`` of a module with ``lattice_shape`` and ``n_basis``."""
+
+    @property
+    def n_cells(self) -> int:
+        return int(np.prod(self.lattice_shape))
+
+    @property
+    def n_sites(self) -> int:
+        return self.n_cells * self.n_basis
+
+
+class ConvTrunk(_CellGrid, nn.Module):
     """The convolutional backbone: spins ``(batch, n_sites)`` -> features ``(batch, n_cells,
     channels)``, equivariant under translations by whole cells (the ``"conv"`` network of
     the registry; :class:`ConvResNet` is this trunk with a head).
@@ -493,14 +505,6 @@ class ConvTrunk(nn.Module):
         if self.norm not in NORMS:
             raise ValueError(f"norm: expected one of {NORMS}, got {self.norm!r}")
         super().__post_init__()
-
-    @property
-    def n_cells(self) -> int:
-        return int(np.prod(self.lattice_shape))
-
-    @property
-    def n_sites(self) -> int:
-        return self.n_cells * self.n_basis
 
     def setup(self):
         dtype = real_dtype(self.dtype)
@@ -548,7 +552,7 @@ class ConvTrunk(nn.Module):
         return self._channels_last(self.activation(self.final_norm(self._maps(s))))
 
 
-class ConvResNet(nn.Module):
+class ConvResNet(_CellGrid, nn.Module):
 
     """Periodic-convolution residual network giving a complex log-amplitude ``log psi_0(s)``.
 
@@ -663,14 +667,6 @@ class ConvResNet(nn.Module):
                 raise ValueError("site_phases: a phase rule needs a complex network (complex_output=True, "
                                  "signed=False)")
         super().__post_init__()
-
-    @property
-    def n_cells(self) -> int:
-        return int(np.prod(self.lattice_shape))
-
-    @property
-    def n_sites(self) -> int:
-        return self.n_cells * self.n_basis
 
     @property
     def kind(self) -> str:

@@ -76,6 +76,18 @@ def vit_param_count(lattice_shape, n_basis: int = 1, patch: int = 2, dim: int = 
     return (token + 1) * dim + depth * block + 2 * dim + n_out * (dim + 1)
 
 
+def _check_options(module) -> None:
+    """The options a ViT module shares, checked (ValueError / TypeError naming the option);
+    ``lattice_shape`` normalized in place."""
+    object.__setattr__(module, "lattice_shape", lattice_shape(module.lattice_shape))
+    for name in ("n_basis", "patch", "dim", "depth", "heads", "mlp_ratio"):
+        positive_int(getattr(module, name), name)
+    if module.dim % module.heads:
+        raise ValueError(f"heads: {module.heads} must divide dim = {module.dim}")
+    patch_tokens(module.lattice_shape, module.n_basis, module.patch)  # checks that patch divides the lengths
+    real_dtype(module.dtype)
+
+
 class ViTTrunk(nn.Module):
     """The Vision Transformer's backbone (the ``"vit"`` network of the registry): spins
     ``(batch, n_sites)`` -> token features ``(batch, n_tokens, dim)`` after the final
@@ -94,13 +106,7 @@ class ViTTrunk(nn.Module):
     dtype: Any = jnp.float32
 
     def __post_init__(self):
-        object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
-        for name in ("n_basis", "patch", "dim", "depth", "heads", "mlp_ratio"):
-            positive_int(getattr(self, name), name)
-        if self.dim % self.heads:
-            raise ValueError(f"heads: {self.heads} must divide dim = {self.dim}")
-        patch_tokens(self.lattice_shape, self.n_basis, self.patch)  # checks that patch divides the lengths
-        real_dtype(self.dtype)
+        _check_options(self)
         super().__post_init__()
 
     @property
@@ -164,13 +170,7 @@ class ViT(nn.Module):
     final_scale: float = 1e-2
 
     def __post_init__(self):
-        object.__setattr__(self, "lattice_shape", lattice_shape(self.lattice_shape))
-        for name in ("n_basis", "patch", "dim", "depth", "heads", "mlp_ratio"):
-            positive_int(getattr(self, name), name)
-        if self.dim % self.heads:
-            raise ValueError(f"heads: {self.heads} must divide dim = {self.dim}")
-        patch_tokens(self.lattice_shape, self.n_basis, self.patch)  # checks that patch divides the lengths
-        real_dtype(self.dtype)
+        _check_options(self)
         super().__post_init__()
 
     @property
