@@ -1,0 +1,65 @@
+"""Compiled programs of a wavefunction, memoized on (operator, wavefunction, chunking,
+mesh, speed choices): ``log_psi`` over the samples and the local values of an operator."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from .. import tuning
+from .._validate import positive_int
+from ..operators import make_local_energy
+from ..utils import chunk_map
+
+
+def cached(build):
+    """``build(*key)`` memoized on its (hashable) arguments, so that repeated calls with the
+    same operator and wavefunction reuse one compiled program; unhashable keys build anew."""
+    memo = functools.lru_cache(maxsize=16)(build)
+
+    @functools.wraps(build)
+    def get(*key):
+        try:
+            hash(key)
+        except TypeError:
+            return build(*key)
+        return memo(*key)
+
+    return get
+
+
+@cached
+def log_psi_fn(log_psi, chunk_size, mesh, choices):
+    """A jitted, chunked ``(params, samples) -> log_psi(params, samples)``."""
+    with tuning.using(choices):
+        f = chunk_map(log_psi, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(f)
+
+
+@cached
+def local_values_fn(operator, log_psi, chunk_size, mesh, choices):
+    """The local-energy engine of ``operator`` (:func:`~quantax_lite.operators.make_local_energy`)."""
+    with tuning.using(choices):
+        return make_local_energy(operator, log_psi, chunk_size=chunk_size, mesh=mesh)
+
+
+def log_psi_samples(log_psi, params, samples, given, chunk_size=None, mesh=None):
+    """``log_psi(params, samples)`` (compiled once per wavefunction, chunked), or ``given`` checked
+    (ValueError naming ``log_psi_samples``)."""
+    if given is None:
+        return log_psi_fn(log_psi, chunk_size, mesh, tuning.current())(params, samples)
+    lp = jnp.asarray(given)
+    if lp.shape != (samples.shape[0],):
+        raise ValueError(f"log_psi_samples: expected shape ({samples.shape[0]},), got {lp.shape}")
+    return lp
+
+
+def local_values(log_psi, params, samples, operator, chunk_size, mesh, given_log_psi):
+    """``O_loc(s)`` of every sample (complex when the operator or the wavefunction is)."""
+    if chunk_size is not None:
+        chunk_size = positive_int(chunk_size, "chunk_size")
+    fn = local_values_fn(operator, log_psi, chunk_size, mesh, tuning.current())
+    if given_log_psi is not None:
+        given_log_psi = log_psi_samples(log_psi, params, samples, given_log_psi)
+    return fn(params, samples, given_log_psi)
