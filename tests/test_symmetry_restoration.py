@@ -121,9 +121,10 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
     """build checks that every stage's network has the same parameters: one whose full
     stage would get other parameters (here: a wider network, patched in) is refused,
     naming ``symmetry``, before anything is compiled."""
-    from quantax_lite import recipes
+    import sys
 
-    network = recipes._network
+    build_module = sys.modules["quantax_lite.recipes.build"]  # recipes.build is also the function
+    network = build_module.make_run_network
 
     def wider_with_the_full_group(recipe, lattice, ham, group, kind):
         if group is not None and group.n_elements > lattice.n_sites:
@@ -131,7 +132,7 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
         return network(recipe, lattice, ham, group, kind)
 
     recipe = Recipe(lattice="4x2", symmetry="translations>full@5", channels=2, samples=64)
-    monkeypatch.setattr(recipes, "_network", wider_with_the_full_group)
+    monkeypatch.setattr(build_module, "make_run_network", wider_with_the_full_group)
     with pytest.raises(ValueError, match=r"^symmetry: 'translations>full@5': the network of 'full'"):
         build(recipe)
     with pytest.raises(ValueError, match="^symmetry: "):

@@ -31,8 +31,6 @@ The package, one concept per module (each imports only those above it):
 """
 from __future__ import annotations
 
-import sys
-import types
 
 from ..lattice import Lattice, parse_lattice
 from . import presets
@@ -50,22 +48,5 @@ from .stages import default_chains
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "network_option", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
            "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage", "SectorChoice", "AUTO_FIELDS",
-           "MEASURED_OPTIMIZER"]
+           "MEASURED_OPTIMIZER", "SCHEMA_VERSION", "presets"]
 
-# The network of a recipe by its earlier name (tests patch it: `build` and its stage check
-# then use the patched one).
-_network = make_run_network
-
-
-class _Package(types.ModuleType):
-    """This package, where setting ``_network`` (as ``monkeypatch.setattr(recipes, "_network",
-    f)`` did on the single module this package was) sets the network maker that
-    :func:`build` calls."""
-
-    def __setattr__(self, name, value):
-        if name == "_network":
-            setattr(sys.modules[__name__ + ".build"], "make_run_network", value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
