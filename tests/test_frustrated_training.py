@@ -22,7 +22,7 @@ from quantax_lite import Recipe
 from quantax_lite.exact import exact_expectation, ground_state_energy
 from quantax_lite.operators import Heisenberg
 from quantax_lite.preconditioners import sr
-from quantax_lite.recipes import _network
+from quantax_lite.recipes import make_run_network as _network
 from quantax_lite.sampler import ExactSampler
 from quantax_lite.symmetry import point_group, product, rotation_characters, translations
 from quantax_lite.vmc import VMC, run

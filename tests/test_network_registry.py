@@ -279,7 +279,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 
 from quantax_lite.exact import exact_expectation  # noqa: E402
-from quantax_lite.recipes import Recipe, _network, build, network_option  # noqa: E402
+from quantax_lite.recipes import Recipe, build, make_run_network as _network, network_option  # noqa: E402
 from quantax_lite.vmc import run  # noqa: E402
 
 EXACT_SUM = dict(sampling="exact_sum", precision="f64", lr=0.05, seed=0)

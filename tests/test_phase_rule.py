@@ -15,7 +15,7 @@ from quantax_lite import Recipe
 from quantax_lite.exact import exact_expectation
 from quantax_lite.lattice import Honeycomb, Kagome, Square, Triangular
 from quantax_lite.models import ConvResNet, make_conv_nqs, sublattice_phases
-from quantax_lite.recipes import _network
+from quantax_lite.recipes import make_run_network as _network
 
 THREE_SUBLATTICES = {"triangular:6x6": lambda: Triangular(6, 6), "triangular:6x3": lambda: Triangular(6, 3),
                      "kagome:2x2": lambda: Kagome(2, 2), "kagome:2x3": lambda: Kagome(2, 3)}

@@ -20,7 +20,7 @@ from quantax_lite.cli import main
 from quantax_lite.lattice import Chain, Kagome, Square, Triangular
 from quantax_lite.models import ConvResNet, conv_param_count, count_params, make_conv_nqs
 from quantax_lite.models.factory import plane_wave_phases
-from quantax_lite.recipes import _network, load_run
+from quantax_lite.recipes import load_run, make_run_network as _network
 
 CASES = {"kagome:2x3 k=b1/2": (lambda: Kagome(2, 3), (1, 0)), "triangular:4x3 k=b1/2": (lambda: Triangular(4, 3), (2, 0)),
          "square:4x4 k=(1,3)": (lambda: Square(4), (1, 3)), "triangular:3x3 k=(1,2)": (lambda: Triangular(3), (1, 2))}
