@@ -10,6 +10,8 @@ import numbers
 
 import numpy as np
 
+from .errors import FieldError, FieldTypeError
+
 __all__ = ["positive_int", "finite_number"]
 
 
@@ -29,9 +31,9 @@ def positive_int(value, name: str, *, minimum: int = 1) -> int:
     """
     what = _int_wording(minimum)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected {what}, got {value!r}")
+        raise FieldTypeError(name, f"{name}: expected {what}, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name}: expected {what}, got {value!r}")
+        raise FieldError(name, f"{name}: expected {what}, got {value!r}")
     return int(value)
 
 
@@ -50,7 +52,7 @@ def finite_number(value, name: str, *, minimum: float | None = None, above: floa
         bounds.append(f"> {above:g}")
     what = "a finite number" + (" " + " and ".join(bounds) if bounds else "")
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: expected {what}, got {value!r}")
+        raise FieldTypeError(name, f"{name}: expected {what}, got {value!r}")
     if isinstance(value, numbers.Real):
         v = float(value)
     elif getattr(value, "ndim", None) == 0 and hasattr(value, "dtype") and (
@@ -58,7 +60,7 @@ def finite_number(value, name: str, *, minimum: float | None = None, above: floa
     ):
         v = float(value)
     else:
-        raise TypeError(f"{name}: expected {what}, got {value!r}")
+        raise FieldTypeError(name, f"{name}: expected {what}, got {value!r}")
     if not np.isfinite(v) or (minimum is not None and v < minimum) or (above is not None and v <= above):
-        raise ValueError(f"{name}: expected {what}, got {value!r}")
+        raise FieldError(name, f"{name}: expected {what}, got {value!r}")
     return v

@@ -268,3 +268,19 @@ def test_network_and_repeated_network_options_from_the_command(tmp_path, capsys)
                  "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("quantax-lite train: error: --network-option: beta:")
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(lr=-1.0), "lr"), (dict(lattice="hexagon:3"), "lattice"), (dict(symmetry="full>none@3"), "symmetry"),
+    (dict(J2=0.5), "J2"), (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"), (dict(chunk_size="big"), "chunk_size"),
+    (dict(network="nope"), "network"), (dict(network="rbm", network_options={"beta": 1}), "network_options"),
+    (dict(samples=0), "samples"), (dict(sr_momentum=1.0), "sr_momentum"), (dict(hamiltonian="xxz"), "hamiltonian"),
+    (dict(lattice="kagome:3x3"), "lattice"),
+])
+def test_every_recipe_error_carries_its_field(fields, field):
+    """Recipe(...) raises a FieldError (a ValueError / TypeError) whose .field names the
+    field at fault, the first word of its message too: the command maps .field to its
+    option without reading the message."""
+    with pytest.raises(FieldError) as info:
+        Recipe(**fields)
+    assert info.value.field == field and str(info.value).startswith(f"{field}:"), (info.value.field, str(info.value))

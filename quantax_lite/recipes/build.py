@@ -9,6 +9,7 @@ import dataclasses
 import functools
 from typing import Any, NamedTuple
 
+from ..errors import FieldError, FieldTypeError
 from ..lattice import Lattice
 from .fields import MAX_EXACT_SUM_STATES, seed_key
 from .spec import Recipe
@@ -65,7 +66,7 @@ def _check_sector_holds_states(recipe: Recipe, stage: str, lattice, ham, group) 
         field = next((f for f in ("spin_parity", "rotation_parity", "momentum") if getattr(recipe, f) is not None),
                      "symmetry")
         where = "with Sz = 0 " if total_sz == 0 else ""
-        raise ValueError(f"{field}: the sector of {stage!r} (momentum {recipe.momentum}, spin_parity "
+        raise FieldError(field, f"{field}: the sector of {stage!r} (momentum {recipe.momentum}, spin_parity "
                          f"{recipe.spin_parity}, rotation_parity {recipe.rotation_parity}) holds no state {where}on "
                          f"{lattice.name}: every wavefunction with that symmetry vanishes; choose another sector.")
 
@@ -85,7 +86,7 @@ def _check_stages(recipe: Recipe) -> None:
         try:
             model = make_run_network(recipe, lattice, ham, group, kind)
         except ValueError as err:
-            raise ValueError(f"symmetry: the stage {name!r} of {recipe.symmetry!r} cannot use the {kind} "
+            raise FieldError("symmetry", f"symmetry: the stage {name!r} of {recipe.symmetry!r} cannot use the {kind} "
                              f"network of the run: {err}") from None
         s = jax.ShapeDtypeStruct((1, lattice.n_sites), jnp.int8)
         params = jax.eval_shape(model.init, jax.random.PRNGKey(0), s)
@@ -93,7 +94,7 @@ def _check_stages(recipe: Recipe) -> None:
     first, *rest = shapes.items()
     for name, found in rest:
         if found != first[1]:
-            raise ValueError(f"symmetry: {recipe.symmetry!r}: the network of {name!r} has other parameters "
+            raise FieldError("symmetry", f"symmetry: {recipe.symmetry!r}: the network of {name!r} has other parameters "
                              f"(or another amplitude kind) than that of {first[0]!r}, so they cannot carry over.")
 
 
@@ -117,18 +118,18 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     from ..vmc import VMC
 
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}.")
+        raise FieldTypeError("recipe", f"recipe: expected a Recipe, got {type(recipe).__name__}.")
     recipe = recipe.resolved()  # every 'auto' decided once (the sector, network size, optimizer)
     n_devices = jax.device_count()
     chains = recipe.n_chains(n_devices)
     if recipe.sampling == "metropolis":
         if chains % n_devices:
-            raise ValueError(f"chains: {chains} must be a multiple of the device count {n_devices} "
+            raise FieldError("chains", f"chains: {chains} must be a multiple of the device count {n_devices} "
                              "(the chains are split over every device).")
         for name, n in (("samples", recipe.samples), ("full_stage_samples", recipe.full_stage_samples),
                         ("eval_samples", recipe.n_eval_samples)):
             if n is not None and n % chains:
-                raise ValueError(f"{name}: {n} must be a multiple of chains ({chains}).")
+                raise FieldError(name, f"{name}: {n} must be a multiple of chains ({chains}).")
     lattice, ham, group = recipe.system(iteration)
     if len(symmetry_stages(recipe)) > 1:
         _check_stages(recipe)  # every stage, its sector included
@@ -177,7 +178,7 @@ def switch_stage(run: Run, state, *, thermalize: bool | None = None):
     ``run``'s network.
     """
     if _param_layout(state.params) != _param_layout(run.state.params):
-        raise ValueError("state: its parameters do not fit the network of the run (another recipe's state?).")
+        raise FieldError("state", "state: its parameters do not fit the network of the run (another recipe's state?).")
     chains = state.sampler
     if dataclasses.is_dataclass(chains) and hasattr(chains, "log_psi"):  # Metropolis chains cache log psi
         fresh = run.sampler.init(chains.key, state.params, initial_states=chains.states)

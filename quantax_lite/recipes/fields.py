@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 
+from ..errors import FieldError, FieldTypeError
+
 HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
 SYMMETRIES = ("none", "translations", "full")
 AMPLITUDES = ("auto", "positive", "signed", "complex")
@@ -31,7 +33,7 @@ def is_auto(value) -> bool:
 def check_choice(value, name, options):
     """``ValueError`` naming ``name`` unless ``value`` is one of ``options``."""
     if value not in options:
-        raise ValueError(f"{name}: expected one of {options}, got {value!r}.")
+        raise FieldError(name, f"{name}: expected one of {options}, got {value!r}.")
 
 
 def check_seed(seed, name: str = "seed") -> int:
@@ -39,10 +41,10 @@ def check_seed(seed, name: str = "seed") -> int:
     otherwise (a larger int is refused, not folded: every seed names one key)."""
     wanted = f"{name}: expected an int >= 0 and < 2**63, got {seed!r}"
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(wanted)
+        raise FieldTypeError(name, wanted)
     seed = int(seed)
     if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(wanted)
+        raise FieldError(name, wanted)
     return seed
 
 
@@ -68,33 +70,33 @@ def parse_symmetry(text) -> tuple[tuple[str, int], ...]:
     network has no projection, so its parameters would not carry over). ``ValueError``
     naming ``symmetry`` otherwise."""
     if not isinstance(text, str):
-        raise ValueError(f"symmetry: expected one of {SYMMETRIES} or stages such as 'translations>full@200', "
+        raise FieldError("symmetry", f"symmetry: expected one of {SYMMETRIES} or stages such as 'translations>full@200', "
                          f"got {text!r}.")
     parts = [p.strip() for p in text.split(">")]
     stages, rank = [], {name: i for i, name in enumerate(SYMMETRIES)}
     for i, part in enumerate(parts):
         m = re.fullmatch(r"([a-z]+)(?:\s*@\s*(\S+))?", part)
         if m is None or m.group(1) not in rank:
-            raise ValueError(f"symmetry: {text!r}: cannot read {part!r}; expected one of {SYMMETRIES}, or stages "
+            raise FieldError("symmetry", f"symmetry: {text!r}: cannot read {part!r}; expected one of {SYMMETRIES}, or stages "
                              "'translations>full@N' (the full group from step N on).")
         name, at = m.group(1), m.group(2)
         if i == 0:
             if at is not None:
-                raise ValueError(f"symmetry: {text!r}: the first group holds from the start; no '@' on {part!r}.")
+                raise FieldError("symmetry", f"symmetry: {text!r}: the first group holds from the start; no '@' on {part!r}.")
             stages.append((name, 0))
             continue
         if at is None or not re.fullmatch(r"\d+", at) or int(at) < 1:
-            raise ValueError(f"symmetry: {text!r}: {part!r} needs the step where it takes over, a positive int "
+            raise FieldError("symmetry", f"symmetry: {text!r}: {part!r} needs the step where it takes over, a positive int "
                              f"'@N', got {at!r}.")
         prev, start = stages[-1]
         if int(at) <= start:
-            raise ValueError(f"symmetry: {text!r}: the stages' steps must increase, got @{at} after @{start}.")
+            raise FieldError("symmetry", f"symmetry: {text!r}: the stages' steps must increase, got @{at} after @{start}.")
         if prev == "none":
-            raise ValueError(f"symmetry: {text!r}: 'none' cannot be followed by a group (the projected network's "
+            raise FieldError("symmetry", f"symmetry: {text!r}: 'none' cannot be followed by a group (the projected network's "
                              "parameters differ from the bare one's); start from 'translations', whose network "
                              "is the same translation-invariant one.")
         if rank[name] <= rank[prev]:
-            raise ValueError(f"symmetry: {text!r}: {name!r} is not larger than {prev!r}; each later group must "
+            raise FieldError("symmetry", f"symmetry: {text!r}: {name!r} is not larger than {prev!r}; each later group must "
                              f"contain the earlier one and more ({' < '.join(SYMMETRIES)}).")
         stages.append((name, int(at)))
     return tuple(stages)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
+from ..errors import FieldError
 from .build import Run, build, switch_stage
 from .schema import FIELDS_OF_EARLIER_RUNS, migrate  # noqa: F401  (FIELDS_OF_EARLIER_RUNS: read with the runs)
 from .spec import Recipe
@@ -38,17 +39,17 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
 
     out_dir = os.fspath(out_dir)
     if not os.path.isdir(out_dir):
-        raise ValueError(f"out_dir: {out_dir} is not a folder.")
+        raise FieldError("out_dir", f"out_dir: {out_dir} is not a folder.")
     if not list_checkpoints(out_dir):
-        raise ValueError(f"out_dir: {out_dir} holds no checkpoint (a run folder of quantax-lite train has "
+        raise FieldError("out_dir", f"out_dir: {out_dir} holds no checkpoint (a run folder of quantax-lite train has "
                          "checkpoint-<step>.npz once its first checkpoint is written).")
     found = newest_readable_checkpoint(out_dir)
     if found is None:
-        raise ValueError(f"out_dir: every checkpoint in {out_dir} is damaged.")
+        raise FieldError("out_dir", f"out_dir: every checkpoint in {out_dir} is damaged.")
     path, metadata = found
     config = metadata.get("config")
     if not isinstance(config, dict) or "lattice" not in config:
-        raise ValueError(f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
+        raise FieldError("out_dir", f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
                          "rebuild its driver and use checkpoint.load_latest_checkpoint.")
     names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
     fields = migrate(config, names, where=path)

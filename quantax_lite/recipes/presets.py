@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import types
 
+from ..errors import FieldError
 from .spec import Recipe
 
 _J1J2 = dict(hamiltonian="j1j2", J2=0.5)
@@ -57,5 +58,5 @@ def get(name: str) -> Recipe:
     """The :class:`~quantax_lite.recipes.spec.Recipe` of the row ``name`` (:func:`names`);
     ``ValueError`` naming ``name`` for another."""
     if name not in PRESETS:
-        raise ValueError(f"name: expected one of {', '.join(PRESETS)}, got {name!r}.")
+        raise FieldError("name", f"name: expected one of {', '.join(PRESETS)}, got {name!r}.")
     return Recipe(**PRESETS[name])

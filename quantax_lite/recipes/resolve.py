@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from ..errors import FieldError, FieldTypeError
 from .._validate import finite_number, positive_int
 from .. import sign_rules
 from ..lattice import parse_lattice
@@ -40,12 +41,12 @@ def check(recipe) -> None:
     """The checks of a recipe that involve more than one field (``ValueError`` /
     ``TypeError`` naming a field); normalizes the network options and the sector fields."""
     if recipe.hamiltonian != "j1j2" and recipe.J2 is not None:
-        raise ValueError(f"J2: applies to hamiltonian 'j1j2' only, not {recipe.hamiltonian!r}.")
+        raise FieldError("J2", f"J2: applies to hamiltonian 'j1j2' only, not {recipe.hamiltonian!r}.")
     if recipe.hamiltonian != "tfim" and recipe.h is not None:
-        raise ValueError(f"h: applies to hamiltonian 'tfim' only, not {recipe.hamiltonian!r}.")
+        raise FieldError("h", f"h: applies to hamiltonian 'tfim' only, not {recipe.hamiltonian!r}.")
     if not (recipe.chunk_size is None or isinstance(recipe.chunk_size, str) and recipe.chunk_size == "auto"):
         if recipe.memory_budget is not None:
-            raise ValueError(f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
+            raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
                              f"{recipe.chunk_size} the chunk is used as given, so give one or the other.")
     check_full_stage(recipe)
     lattice = parse_lattice(recipe.lattice)
@@ -54,14 +55,14 @@ def check(recipe) -> None:
     check_sector(recipe, lattice)
     check_phase_rule(recipe, lattice)
     if recipe.hamiltonian != "tfim" and lattice.n_sites % 2:
-        raise ValueError(
+        raise FieldError("lattice",
             f"lattice: {lattice.name} has {lattice.n_sites} sites; the {recipe.hamiltonian} model is "
             "sampled in the Sz = 0 sector, which needs an even number of sites."
         )
     n_eval = n_eval_samples(recipe)
     for name, n in (("samples", recipe.samples), ("full_stage_samples", recipe.full_stage_samples)):
         if n is not None and n_eval > n and n_eval % n:
-            raise ValueError(
+            raise FieldError("eval_samples",
                 f"eval_samples: {n_eval} must be a multiple of {name} ({n}): the final estimate is "
                 "drawn in blocks of one step's samples."
             )
@@ -79,7 +80,7 @@ def check_network(recipe) -> None:
     given = recipe.network_options
     if given is not None and not isinstance(given, dict):
         if not hasattr(given, "items"):
-            raise TypeError(f"network_options: expected a mapping of option names to values, got {given!r}.")
+            raise FieldTypeError("network_options", f"network_options: expected a mapping of option names to values, got {given!r}.")
         given = dict(given.items())
     given = dict(given or {})
     network_options(recipe.network, given)  # the network's own check of every option
@@ -87,13 +88,13 @@ def check_network(recipe) -> None:
     if recipe.network == "conv":
         for key in list(given):
             if getattr(recipe, key) != defaults[key]:
-                raise ValueError(f"network_options: {key}: given twice, as the field {key} "
+                raise FieldError("network_options", f"network_options: {key}: given twice, as the field {key} "
                                  f"({getattr(recipe, key)!r}) and in network_options ({given[key]!r}).")
             object.__setattr__(recipe, key, given.pop(key))
     else:
         for key in ("channels", "depth", "kernel_size", "norm"):
             if getattr(recipe, key) not in (defaults[key], None):
-                raise ValueError(f"{key}: an option of the conv network, not of {recipe.network!r}; give that "
+                raise FieldError(key, f"{key}: an option of the conv network, not of {recipe.network!r}; give that "
                                  f"network's options in network_options.")
     object.__setattr__(recipe, "network_options", given or None)
 
@@ -116,11 +117,11 @@ def check_full_stage(recipe) -> None:
         finite_number(recipe.full_stage_lr, "full_stage_lr", above=0)
     for name in ("full_stage_samples", "full_stage_lr"):
         if getattr(recipe, name) is not None and len(symmetry_stages(recipe)) == 1:
-            raise ValueError(f"{name}: applies to the full-group stage of a staged symmetry such as "
+            raise FieldError(name, f"{name}: applies to the full-group stage of a staged symmetry such as "
                              f"'translations>full@200'; symmetry is {recipe.symmetry!r}.")
     m, n = recipe.full_stage_samples, recipe.samples
     if m is not None and recipe.chains is None and max(m, n) % min(m, n):
-        raise ValueError(f"full_stage_samples: {m} and samples {n}: the larger must be a multiple of the "
+        raise FieldError("full_stage_samples", f"full_stage_samples: {m} and samples {n}: the larger must be a multiple of the "
                          "smaller, since both stages draw from the same chains, one per sample of the "
                          "smaller count (or give chains).")
 
@@ -131,13 +132,13 @@ def check_exact_sum(recipe, lattice) -> None:
         return
     for name in ("chains", "sweep_size", "eval_samples", "full_stage_samples"):
         if getattr(recipe, name) is not None:
-            raise ValueError(f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
+            raise FieldError(name, f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
     from ..hilbert import sector_size
 
     n = lattice.n_sites
     n_states = sector_size(n, 0 if recipe.hamiltonian != "tfim" and n % 2 == 0 else None)
     if n_states > MAX_EXACT_SUM_STATES:
-        raise ValueError(f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
+        raise FieldError("sampling", f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
                          f"more than {MAX_EXACT_SUM_STATES}; use 'metropolis'.")
 
 
@@ -153,23 +154,23 @@ def check_sector(recipe, lattice) -> None:
         try:
             m = momentum_text(m)
         except argparse.ArgumentTypeError as err:
-            raise ValueError(f"momentum: {err}") from None
+            raise FieldError("momentum", f"momentum: {err}") from None
     if m is not None and m != AUTO:
         if isinstance(m, (int, np.integer)) and not isinstance(m, bool):
             m = (m,)
         m = tuple(m) if isinstance(m, (list, tuple, np.ndarray)) else m
         if (not isinstance(m, tuple) or len(m) != lattice.ndim
                 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in m)):
-            raise ValueError(f"momentum: expected {lattice.ndim} integer(s) m_d (k = sum_d m_d b_d / L_d, on "
+            raise FieldError("momentum", f"momentum: expected {lattice.ndim} integer(s) m_d (k = sum_d m_d b_d / L_d, on "
                              f"the reciprocal lattice of {lattice.name}), got {recipe.momentum!r}.")
         m = tuple(int(x) for x in m)
         object.__setattr__(recipe, "momentum", m)
     groups = set(re.findall(r"[a-z]+", str(recipe.symmetry)))
     if m != AUTO and sector_momentum(recipe, lattice) is not None:
         if "none" in groups:
-            raise ValueError(f"momentum: {m} needs a group with translations; symmetry is {recipe.symmetry!r}.")
+            raise FieldError("momentum", f"momentum: {m} needs a group with translations; symmetry is {recipe.symmetry!r}.")
         if not lattice.pbc:
-            raise ValueError(f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
+            raise FieldError("momentum", f"momentum: the open lattice {lattice.name} has no translations, so no momentum "
                              f"sector; got {m}.")
     for name in ("spin_parity", "rotation_parity"):
         value = getattr(recipe, name)
@@ -177,21 +178,21 @@ def check_sector(recipe, lattice) -> None:
             object.__setattr__(recipe, name, AUTO)
             continue
         if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
-            raise TypeError(f"{name}: expected the int +1 or -1 (or 'auto'), got {value!r}.")
+            raise FieldTypeError(name, f"{name}: expected the int +1 or -1 (or 'auto'), got {value!r}.")
     if recipe.spin_parity not in (None, AUTO):
         if recipe.spin_parity not in (1, -1):
-            raise ValueError(f"spin_parity: expected +1 or -1, got {recipe.spin_parity!r}.")
+            raise FieldError("spin_parity", f"spin_parity: expected +1 or -1, got {recipe.spin_parity!r}.")
         if "none" in groups:
-            raise ValueError(f"spin_parity: {recipe.spin_parity} needs a group; symmetry is {recipe.symmetry!r} "
+            raise FieldError("spin_parity", f"spin_parity: {recipe.spin_parity} needs a group; symmetry is {recipe.symmetry!r} "
                              "(translations adds spin inversion with this character).")
     if recipe.rotation_parity not in (None, AUTO):
         if recipe.rotation_parity not in (1, -1):
-            raise ValueError(f"rotation_parity: expected +1 or -1, got {recipe.rotation_parity!r}.")
+            raise FieldError("rotation_parity", f"rotation_parity: expected +1 or -1, got {recipe.rotation_parity!r}.")
         if "full" not in groups:
-            raise ValueError(f"rotation_parity: {recipe.rotation_parity} sets the characters of the point group, "
+            raise FieldError("rotation_parity", f"rotation_parity: {recipe.rotation_parity} sets the characters of the point group, "
                              f"which only symmetry 'full' holds; symmetry is {recipe.symmetry!r}.")
     if recipe.amplitude == "positive" and not given_sector_trivial(recipe, lattice):
-        raise ValueError(f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
+        raise FieldError("amplitude", f"amplitude: 'positive' (a real log psi) cannot carry the characters of the sector "
                          f"momentum {m}, spin_parity {recipe.spin_parity}, rotation_parity {recipe.rotation_parity}; use 'complex' or 'signed' (or 'auto').")
 
 
@@ -199,13 +200,13 @@ def check_phase_rule(recipe, lattice) -> None:
     if recipe.phase_rule != "120":
         return
     if recipe.hamiltonian == "tfim":
-        raise ValueError("phase_rule: '120' is a rule for the Heisenberg / J1-J2 models, not for tfim; use "
+        raise FieldError("phase_rule", "phase_rule: '120' is a rule for the Heisenberg / J1-J2 models, not for tfim; use "
                          "'none' or 'auto'.")
     if recipe.amplitude in ("positive", "signed"):
-        raise ValueError(f"phase_rule: '120' gives complex amplitudes, which amplitude {recipe.amplitude!r} "
+        raise FieldError("phase_rule", f"phase_rule: '120' gives complex amplitudes, which amplitude {recipe.amplitude!r} "
                          "cannot hold; use amplitude 'complex' or 'auto', or phase_rule 'none'.")
     if not sign_rules.phase_rule_fits(lattice):
-        raise ValueError(f"phase_rule: '120' needs three sublattices that colour every nearest-neighbour bond "
+        raise FieldError("phase_rule", f"phase_rule: '120' needs three sublattices that colour every nearest-neighbour bond "
                          f"of {lattice.name} (triangular clusters: both extents divisible by 3; kagome); "
                          "use 'none' or 'auto'.")
 
@@ -312,7 +313,7 @@ def system(recipe, iteration: int = 0):
     try:
         group = sector_group(lattice, stage, wave_vector(lattice, m), p, r)
     except ValueError as err:
-        raise ValueError(f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
+        raise FieldError("symmetry", f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
     return lattice, ham, group
 
 

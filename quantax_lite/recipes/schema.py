@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+from ..errors import FieldError
 from ..lattice import parse_lattice
 
 # the version of the form config_of writes; configs without one are of version 1
@@ -38,9 +39,9 @@ def check_schema_version(version) -> None:
     if version is None:
         return
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ValueError(f"schema_version: expected an int >= 1, got {version!r}.")
+        raise FieldError("schema_version", f"schema_version: expected an int >= 1, got {version!r}.")
     if version > SCHEMA_VERSION:
-        raise ValueError(f"schema_version: {version}: written by a newer version of quantax_lite (this one reads "
+        raise FieldError("schema_version", f"schema_version: {version}: written by a newer version of quantax_lite (this one reads "
                          f"up to {SCHEMA_VERSION}); read it with that version.")
 
 
@@ -80,7 +81,7 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
     unknown = sorted(k for k in config if k not in names and k not in OPTIONS_OF_EARLIER_VERSIONS
                      and k not in RUN_CONTROL_OPTIONS and k != "schema_version")
     if unknown:
-        raise ValueError(f"out_dir: {where} records the option(s) {', '.join(f'`{k}`' for k in unknown)} "
+        raise FieldError("out_dir", f"out_dir: {where} records the option(s) {', '.join(f'`{k}`' for k in unknown)} "
                          f"({', '.join(f'{k}={config[k]!r}' for k in unknown)}), which this version does not "
                          "know, so it cannot rebuild that run; measure it with the version that made it.")
     if legacy:

@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from ..errors import FieldError
 from ..ground_sector import MAX_SEARCH_SITES, WEIGHT_TOL, GroundOverlaps, find_ground_sector, momenta
 from ..ground_sector import whole_space_ground_state
 from .fields import SYMMETRIES, is_auto
@@ -27,9 +28,9 @@ def sector_group(lattice, name: str, momentum=None, parity: int | None = None, r
 
     if name == "none":
         if momentum is not None:
-            raise ValueError("momentum: symmetry 'none' has no translations, so no momentum sector")
+            raise FieldError("momentum", "momentum: symmetry 'none' has no translations, so no momentum sector")
         if parity is not None:
-            raise ValueError("spin_parity: symmetry 'none' projects on no group")
+            raise FieldError("spin_parity", "spin_parity: symmetry 'none' projects on no group")
         return None
     if name == "translations":
         group = sym.translations(lattice, momentum)
@@ -37,7 +38,7 @@ def sector_group(lattice, name: str, momentum=None, parity: int | None = None, r
     if name == "full":
         return sym.full_symmetry(lattice, momentum, 1 if parity is None else parity,
                                  1 if rotation is None else rotation)
-    raise ValueError(f"symmetry: expected one of {SYMMETRIES}, got {name!r}.")
+    raise FieldError("symmetry", f"symmetry: expected one of {SYMMETRIES}, got {name!r}.")
 
 
 def wave_vector(lattice, m):

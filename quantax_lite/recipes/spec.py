@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..errors import FieldError, FieldTypeError, concerning
 from .._validate import finite_number, positive_int
 from ..memory import check_memory_budget
 from . import energies, resolve, schema, stages
@@ -149,6 +150,11 @@ class Recipe:
     schema_version: dataclasses.InitVar[int | None] = None
 
     def __post_init__(self, schema_version=None):
+        with concerning():  # every error names its field as data (FieldError.field)
+            self._check(schema_version)
+
+    def _check(self, schema_version) -> None:
+        """The checks of every field, then across fields (:func:`resolve.check`)."""
         schema.check_schema_version(schema_version)
         check_choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
         parse_symmetry(self.symmetry)
@@ -167,7 +173,8 @@ class Recipe:
             try:
                 positive_int(self.chunk_size, "chunk_size")
             except (TypeError, ValueError) as err:
-                raise type(err)(f"chunk_size: expected a positive int or 'auto', got {self.chunk_size!r}") from None
+                kind = FieldTypeError if isinstance(err, TypeError) else FieldError
+                raise kind("chunk_size", f"chunk_size: expected a positive int or 'auto', got {self.chunk_size!r}") from None
         check_memory_budget(self.memory_budget)
         for name in ("chains", "sweep_size", "eval_samples", "channels", "kernel_size"):
             if getattr(self, name) is not None and not is_auto(getattr(self, name)):
@@ -185,7 +192,7 @@ class Recipe:
         finite_number(self.diag_scale, "diag_scale", minimum=0)
         if not is_auto(self.sr_momentum) and not (finite_number(self.sr_momentum, "sr_momentum") >= 0
                                                   and self.sr_momentum < 1):
-            raise ValueError(f"sr_momentum: expected a number in [0, 1) or 'auto', got {self.sr_momentum!r}.")
+            raise FieldError("sr_momentum", f"sr_momentum: expected a number in [0, 1) or 'auto', got {self.sr_momentum!r}.")
         resolve.check(self)  # the checks across fields
 
     def network_config(self, lattice=None) -> dict:
