@@ -2,10 +2,21 @@
 observables of ``quantax-lite measure`` (``observables.json`` and its plots)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import platform
 import re
+import sys
+
+import numpy as np
+
+from ._validate import positive_int
+from .brillouin import high_symmetry_points, zone_corners, zone_images
+from .estimates import zero_variance_from_log
+from .lattice import parse_lattice
+from .run_folder import atomic_write, read_log
 
 __all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run", "energy_unit", "running_mean", "zero_variance_of_run",
            "plot_structure_factor", "plot_correlations", "write_observables", "system_title", "readable_title",
@@ -15,7 +26,6 @@ __all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_ru
 def write_json(path: str, obj: dict) -> None:
     """``obj`` to ``path`` atomically, as strict JSON (no NaN or infinity)."""
     text = json.dumps(obj, indent=2, allow_nan=False)  # raises before anything is written
-    from .run_folder import atomic_write
 
     with atomic_write(path) as fh:
         fh.write(text)
@@ -95,7 +105,6 @@ def energy_unit(hamiltonian: str) -> str:
 def running_mean(values, errors, window: int):
     """The mean of the last ``window`` steps at every step (fewer at the start) and its
     error ``sqrt(sum err^2) / n`` (the steps' samples are independent draws): two arrays."""
-    import numpy as np
 
     v, e = np.asarray(values, float), np.asarray(errors, float)
     c1 = np.concatenate([[0.0], np.cumsum(v)])
@@ -134,7 +143,6 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     ``"heisenberg 4x4"`` is drawn readable (:func:`readable_title`); ``note`` (e.g. the wall
     time and the host, :func:`timing_note`) is written under the figure."""
     plt = _pyplot()
-    import numpy as np
 
     it = np.array([r["iteration"] for r in log])
     e = np.array([r["energy"] for r in log], float)
@@ -220,7 +228,6 @@ def _linear_threshold(bands, values) -> float:
     of ten at or above twice the running mean's error bar at the end (sampled runs: the
     noise of the last steps lies in the linear part), else at or below the smallest nonzero
     |value| at the end (exact sums, no error bar); within [1e-15, 1e-1]."""
-    import numpy as np
 
     bands = np.asarray(bands, float)
     bands = bands[np.isfinite(bands) & (bands > 0)]
@@ -241,9 +248,6 @@ def zero_variance_of_run(out_dir: str, fraction: float = 0.25, after_iteration: 
     ``fraction``, ``after_iteration`` and a ``note``; None when too few steps are usable.
     An extrapolation, reported beside the variational energy, never as it. ``after_iteration``
     not an int >= 0: ``TypeError`` / ``ValueError`` naming it."""
-    from ._validate import positive_int
-    from .estimates import zero_variance_from_log
-    from .run_folder import read_log
 
     after_iteration = positive_int(after_iteration, "after_iteration", minimum=0)
     records = read_log(os.path.join(out_dir, "log.jsonl"))
@@ -260,7 +264,6 @@ def finish_run(out_dir: str, summary: dict, exact: float | None) -> None:
     """``summary.json`` and ``energy.png`` (of the finite steps of ``log.jsonl``) in ``out_dir``;
     the plot's title names the system (:func:`system_title`) and its footer the wall time
     and the host (:func:`timing_note`)."""
-    from .run_folder import read_log
 
     write_json(os.path.join(out_dir, "summary.json"), summary)
     log = [r for r in read_log(os.path.join(out_dir, "log.jsonl")) if r.get("energy") is not None]
@@ -281,9 +284,7 @@ def _parse_lattice_name(name: str):
     """The :class:`~quantax_lite.lattice.Lattice` of a ``Lattice.name`` (``"4x4"``,
     ``"chain:20"``, ``"kagome:2x3"``, with ``":open"`` for open boundaries); None when the
     name is not one."""
-    import dataclasses
 
-    from .recipes import parse_lattice
 
     if not isinstance(name, str):
         return None
@@ -340,8 +341,6 @@ def readable_title(title: str, obs: dict | None = None) -> str:
 def host_description() -> str:
     """The machine this process runs on, e.g. ``"2-core x86_64 CPU"``, with the accelerator
     when jax (already imported) uses one: ``"1 × TPU v5 lite, 13-core x86_64 CPU"``."""
-    import platform
-    import sys
 
     text = f"{os.cpu_count()}-core {platform.machine() or 'unknown'} CPU"
     jax = sys.modules.get("jax")
@@ -386,7 +385,6 @@ def _lattice_of(obs: dict, lattice=None):
         info = obs.get("lattice") or {}
         lattice = _parse_lattice_name(info.get("name"))
         if lattice is not None and info.get("pbc") is False and lattice.pbc:
-            import dataclasses
 
             lattice = dataclasses.replace(lattice, pbc=False)
     if lattice is not None and obs.get("n_sites") is not None and lattice.n_sites != obs["n_sites"]:
@@ -410,7 +408,6 @@ def correlation_signs(lattice, r) -> tuple[str, object]:
     * ``("none", None)``: no lattice, labels that mix at some ``r`` (e.g. a triangular
       cluster whose sides 3 does not divide), or an ``r`` that no pair of sites has.
     """
-    import numpy as np
 
     if lattice is None:
         return "none", None
@@ -437,14 +434,12 @@ def correlation_signs(lattice, r) -> tuple[str, object]:
 
 
 def _values(seq):
-    import numpy as np
 
     return None if seq is None else np.array([np.nan if v is None else v for v in seq], float)
 
 
 def _limits_with_bars(ax, y, err, axis="y", pad=0.08):
     """Axis limits that hold every point with its full error bar (never a clipped bar)."""
-    import numpy as np
 
     y = np.asarray(y, float)
     e = np.zeros_like(y) if err is None else np.nan_to_num(np.asarray(err, float))
@@ -468,9 +463,7 @@ def plot_structure_factor(path: str, obs: dict, title: str, *, lattice=None) -> 
     others coloured points. The title names the system
     (:func:`readable_title`) and the largest S(q), with the high-symmetry point where it
     lies on one. ``lattice``: default the one ``obs`` names (``obs["lattice"]["name"]``)."""
-    import numpy as np
 
-    from .brillouin import high_symmetry_points, zone_corners, zone_images
 
     plt = _pyplot()
     lattice = _lattice_of(obs, lattice)
@@ -554,7 +547,6 @@ def plot_structure_factor(path: str, obs: dict, title: str, *, lattice=None) -> 
 def _point_name(k, points: dict, lattice) -> str:
     """``" = M"`` when the momentum ``k`` is the high-symmetry point M (on a lattice of one
     site per cell also up to a reciprocal lattice vector), else ``""``."""
-    import numpy as np
 
     if not points:
         return ""
@@ -581,7 +573,6 @@ def plot_correlations(path: str, obs: dict, title: str, *, lattice=None) -> None
     * otherwise (or no lattice known): C(r) alone.
 
     ``lattice``: default the one ``obs`` names (``obs["lattice"]["name"]``)."""
-    import numpy as np
 
     plt = _pyplot()
     lattice = _lattice_of(obs, lattice)

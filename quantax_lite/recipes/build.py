@@ -9,8 +9,17 @@ import dataclasses
 import functools
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
 from ..errors import FieldError, FieldTypeError
 from ..lattice import Lattice
+from ..models import count_params, make_network
+from ..preconditioners import spring, sr
+from ..sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
+from ..vmc import VMC
 from .fields import MAX_EXACT_SUM_STATES, seed_key
 from .spec import Recipe
 from .stages import symmetry_stages
@@ -34,9 +43,7 @@ class Run(NamedTuple):
 def make_run_network(recipe: Recipe, lattice, ham, group, kind: str):
     """The network of ``recipe`` (its registered ``network`` with :meth:`Recipe.network_config`)
     with the head ``kind``, its phase rule and the projection on ``group``."""
-    import jax.numpy as jnp
 
-    from ..models import make_network
 
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
     readout = "origin" if recipe.momentum_readout == "origin" and recipe.has_momentum() else None
@@ -49,7 +56,6 @@ def make_run_network(recipe: Recipe, lattice, ham, group, kind: str):
 def _param_layout(params):
     """``(tree structure, [(shape, dtype name), ...])`` of a parameter pytree (arrays or
     shape structs): what must agree for parameters to carry over between networks."""
-    import jax
 
     leaves, treedef = jax.tree_util.tree_flatten(params)
     return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
@@ -75,8 +81,6 @@ def _check_stages(recipe: Recipe) -> None:
     """Every stage of a staged ``symmetry`` has the same amplitude kind and parameter
     structure (shapes, dtypes), so its parameters and optimizer state carry over;
     ``ValueError`` naming ``symmetry`` otherwise."""
-    import jax
-    import jax.numpy as jnp
 
     shapes = {}
     for name, start in symmetry_stages(recipe):
@@ -108,14 +112,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
     Runs with ``jax_enable_x64`` on or off: the SR solve and statistics use float64 on
     CPUs when it is on, float32 otherwise and on accelerators (:mod:`quantax_lite.tuning`).
     """
-    import jax
-    import jax.numpy as jnp
-    import optax
 
-    from ..models import count_params
-    from ..preconditioners import spring, sr
-    from ..sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
-    from ..vmc import VMC
 
     if not isinstance(recipe, Recipe):
         raise FieldTypeError("recipe", f"recipe: expected a Recipe, got {type(recipe).__name__}.")
@@ -205,7 +202,6 @@ def physical_basis(log_psi, hamiltonian):
     """
     if not getattr(hamiltonian, "marshall_sign", False):
         return log_psi, hamiltonian
-    import numpy as np
 
     sub = tuple(int(i) for i in np.nonzero(np.asarray(hamiltonian.lattice.sublattice) == 1)[0])
     try:  # one function per wavefunction and sublattice: its compiled programs are reused
@@ -218,8 +214,6 @@ def physical_basis(log_psi, hamiltonian):
 @functools.lru_cache(maxsize=8)
 def _unrotated(log_psi, sub: tuple):
     """``log_psi + i pi [prod_{i in sub} s_i = -1]``, jitted."""
-    import jax
-    import jax.numpy as jnp
 
     index = jnp.asarray(sub, jnp.int32)
 
