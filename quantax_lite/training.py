@@ -32,7 +32,7 @@ from .run_folder import check_writable, lock_run_folder, prepare_run_folder
 from .stats import statistics
 from .vmc import Diverged, energy_estimate, run
 
-__all__ = ["Stage", "stages", "train", "train_stages", "dry_run", "RunDiverged", "run_config", "default_out_dir",
+__all__ = ["Stage", "stages", "train", "check_run_options", "train_stages", "dry_run", "RunDiverged", "run_config", "default_out_dir",
            "time_limit_callback", "describe"]
 
 
@@ -171,6 +171,18 @@ def _stderr(line: str) -> None:
     print(f"quantax-lite: {line}", file=sys.stderr, flush=True)
 
 
+def check_run_options(*, iters: int, checkpoint_every: int = 25, keep_checkpoints: int = 3,
+                      time_limit: float | None = None) -> None:
+    """The options of a run besides its recipe: ``FieldError`` naming the one at fault."""
+    for name, value, minimum in (("iters", iters, 1), ("checkpoint_every", checkpoint_every, 0),
+                                 ("keep_checkpoints", keep_checkpoints, 1)):
+        with concerning(name):
+            positive_int(value, name, minimum=minimum)
+    if time_limit is not None:
+        with concerning("time_limit"):
+            finite_number(time_limit, "time_limit", above=0)
+
+
 def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: int = 600, resume: bool = False,
           restart: bool = False, checkpoint_every: int = 25, keep_checkpoints: int = 3,
           time_limit: float | None = None, measure: bool = False, progress: bool = True,
@@ -192,13 +204,8 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
     its summary. With several processes (``jax.distributed``) every process calls it;
     process 0 writes the folder.
     """
-    for name, value, minimum in (("iters", iters, 1), ("checkpoint_every", checkpoint_every, 0),
-                                 ("keep_checkpoints", keep_checkpoints, 1)):
-        with concerning(name):
-            positive_int(value, name, minimum=minimum)
-    if time_limit is not None:
-        with concerning("time_limit"):
-            finite_number(time_limit, "time_limit", above=0)
+    check_run_options(iters=iters, checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
+                      time_limit=time_limit)
     if resume and restart:
         raise FieldError("restart", "restart: `resume` and `restart` exclude each other: continue the run, or "
                          "start it again.")

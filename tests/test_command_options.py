@@ -284,3 +284,11 @@ def test_every_recipe_error_carries_its_field(fields, field):
     with pytest.raises(FieldError) as info:
         Recipe(**fields)
     assert info.value.field == field and str(info.value).startswith(f"{field}:"), (info.value.field, str(info.value))
+
+
+def test_a_dry_run_checks_the_run_options_too(tmp_path, capsys):
+    """--dry-run refuses what the run would refuse (here --iters -5), naming the option."""
+    assert main(["train", "--iters", "-5", "--dry-run", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["quantax-lite train: error: --iters: expected a positive int, got -5"]
+    assert not (tmp_path / "run").exists()
