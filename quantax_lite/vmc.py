@@ -26,6 +26,7 @@ from . import memory, run_folder, tuning
 from ._validate import positive_int
 from .checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
 from .draws import draw_samples
+from .errors import FieldError, FieldTypeError
 from .jacobian import jacobian
 from .models import derivative_form
 from .operators import SpinHamiltonian, make_local_energy
@@ -70,7 +71,8 @@ def _check_chunk_size(chunk_size, memory_budget) -> None:
     try:
         positive_int(chunk_size, "chunk_size")
     except (TypeError, ValueError) as err:
-        raise type(err)(f"chunk_size: expected a positive int, 'auto' or None, got {chunk_size!r}") from None
+        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
+        raise kind("chunk_size", f"chunk_size: expected a positive int, 'auto' or None, got {chunk_size!r}") from None
     if memory_budget is not None:
         raise ValueError(
             f"memory_budget: caps the chunks of chunk_size='auto'; with chunk_size={chunk_size} the chunk is "

@@ -36,6 +36,8 @@ import types
 import typing
 from typing import Callable, Mapping
 
+from ..errors import FieldError, FieldTypeError
+
 __all__ = ["NetworkEntry", "register_network", "network_entry", "network_names", "network_options",
            "options_config", "EQUIVARIANCES"]
 
@@ -166,7 +168,8 @@ def network_options(name: str, given=None):
         message = str(err)
         if not message.startswith("network_options"):
             message = f"network_options: {message}"
-        raise type(err)(message) from None
+        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
+        raise kind("network_options", message) from None
 
 
 def options_config(options) -> dict:
