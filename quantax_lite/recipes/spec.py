@@ -287,21 +287,8 @@ class Recipe:
         return resolve.system(self, iteration)
 
     def sector_choice(self, lattice=None, hamiltonian=None) -> "SectorChoice":
-        """The symmetry sector of the network (:class:`SectorChoice`): the fields as given,
-        each 'auto' one decided so that the sector holds the ground state of the whole space.
-
-        With a group that has translations (symmetry translations or full, of the last stage
-        of a staged one), an 'auto' momentum is that of the ground state; with symmetry full,
-        'auto' spin and rotation parities are its characters (with translations they are not
-        imposed: the momentum sector holds the ground state whatever its parity). Decided:
-        by the lattice where a sign rule makes the ground state positive in the network's
-        basis (tfim; Heisenberg with the Marshall sign): every character 1; by exact
-        diagonalization up to :data:`~quantax_lite.ground_sector.MAX_SEARCH_SITES` sites
-        (the whole Sz = 0 space once, then the ground state's weight in each candidate
-        sector, :func:`~quantax_lite.ground_sector.find_ground_sector`; where no sector the
-        fields express holds it, the one with the lowest energy of its own); above that the
-        sector of characters 1 (k = 0), which is said. Computed once per process for each
-        system and sector fields (the lattice and Hamiltonian default to :meth:`system`'s)."""
+        """The symmetry sector of the network, each 'auto' field decided so that it holds the
+        ground state of the whole space (:func:`~quantax_lite.recipes.resolve.sector_choice`)."""
         return resolve.sector_choice(self, lattice, hamiltonian)
 
     def resolved(self) -> "Recipe":
