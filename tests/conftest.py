@@ -71,3 +71,19 @@ def pytest_runtest_makereport(item, call):
             f"rng seed {seeds[-1]}; rerun on the same data with\n"
             f"    {SEED_ENV}={seeds[-1]} pytest -n 0 -p no:cacheprovider \"{item.nodeid}\"",
         ))
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """Every matplotlib Figure saved during the test, as ``(file name, figure)`` in order;
+    the files are still written."""
+    import matplotlib.figure
+
+    saved, real = [], matplotlib.figure.Figure.savefig
+
+    def savefig(self, path, **kw):
+        saved.append((os.path.basename(str(path)), self))
+        return real(self, path, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    return saved

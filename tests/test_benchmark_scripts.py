@@ -368,25 +368,13 @@ def test_accuracy_writes_the_committed_results_only_when_asked(tmp_path, monkeyp
 # --------------------------------------------------------------------------- #
 
 
-def _figures(monkeypatch):
-    import matplotlib.figure
-
-    saved, real = [], matplotlib.figure.Figure.savefig
-
-    def savefig(self, path, **kw):
-        saved.append(self)
-        return real(self, path, **kw)
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
-    return saved
-
-
-def test_accuracy_figure_names_systems_draws_published_and_whole_error_bars(tmp_path, monkeypatch):
+def test_accuracy_figure_names_systems_draws_published_and_whole_error_bars(saved_figures, tmp_path, monkeypatch):
     """Rows of several systems in one panel (not one panel each): systems named in words,
     the signed relative error with its whole error bar inside the axis, a row below the exact
     energy left of zero and named a bug, published energies at their relative error (an
     'exact ...' source is the reference, not a point), no target drawn, the host named."""
     accuracy = load("accuracy")
-    saved = _figures(monkeypatch)
+    saved = saved_figures
     exact = -8.457923351394843
     base = dict(minutes_budget=15, wall_time_s=600.0, n_params=2432, iterations=1000, exact_energy=exact,
                 v_score=1e-3, cpu_count=2, machine="x86_64")
@@ -411,7 +399,7 @@ def test_accuracy_figure_names_systems_draws_published_and_whole_error_bars(tmp_
         r["status"] = accuracy.row_status(r)
     assert rows[3]["status"] == accuracy.BELOW_EXACT
     accuracy.plot_convergence(accuracy.curves_of(rows), tmp_path / "acc.png")
-    (fig,) = saved
+    ((_, fig),) = saved
     (ax,) = fig.get_axes()  # no curves kept: the one panel of final energies
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[0].startswith("J1-J2 (J2 = 0.5), 4×4 square lattice, 16 sites\nsampled, translations")
@@ -436,18 +424,18 @@ def test_accuracy_figure_names_systems_draws_published_and_whole_error_bars(tmp_
     assert ax.get_xscale() == "symlog"
 
 
-def test_accuracy_figure_of_the_committed_rows_is_two_panels(tmp_path, monkeypatch):
+def test_accuracy_figure_of_the_committed_rows_is_two_panels(saved_figures, tmp_path, monkeypatch):
     """The committed JSON redrawn elsewhere (the committed plot untouched): one panel of all
     rows and one of the kept training curves, every row named in words; rows record no host
     yet and the footer says so."""
     accuracy = load("accuracy")
-    saved = _figures(monkeypatch)
+    saved = saved_figures
     committed = BENCH / "results" / "accuracy.png"
     before = committed.read_bytes()
     rows = json.loads((BENCH / "results" / "accuracy.json").read_text())
     accuracy.main(["--replot", "--json", str(BENCH / "results" / "accuracy.json"), "--plot", str(tmp_path / "a.png")])
     assert committed.read_bytes() == before
-    (fig,) = saved
+    ((_, fig),) = saved
     ax, cx = fig.get_axes()
     assert len(ax.get_yticklabels()) == len(rows)
     assert len(cx.get_lines()) == sum(bool(r.get("convergence")) for r in rows) and cx.get_yscale() == "log"

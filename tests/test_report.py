@@ -144,19 +144,6 @@ def _observables(q, mean, error, r, distance, c_mean, lattice=None):
     return obs
 
 
-def _saved_figures(monkeypatch):
-    """Every Figure saved from now on, as ``(file name, figure)``; the file is still written."""
-    import matplotlib.figure
-
-    saved, real = [], matplotlib.figure.Figure.savefig
-
-    def savefig(self, path, **kw):
-        saved.append((os.path.basename(str(path)), self))
-        return real(self, path, **kw)
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
-    return saved
-
-
 def _errorbar_data(ax):
     """(x, y, half-lengths of the y error bars) of the one errorbar plot on ``ax``."""
     (c,) = ax.containers
@@ -205,12 +192,12 @@ def _check_correlations(fig, obs, title):
     _assert_bars_inside(ax)
 
 
-def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
+def test_write_observables_strict_json_and_plots(saved_figures, tmp_path, rng, monkeypatch):
     """observables.json is the dict; the plots draw its values: S(q) as a heat map over a
     grid of momenta, a curve along a chain, points elsewhere; C(r) against the distance."""
     from quantax_lite.lattice import Chain, Square
 
-    saved = _saved_figures(monkeypatch)
+    saved = saved_figures
     # a 4x4 grid of momenta, a chain (given out of order), and momenta that form no grid (no lattice known)
     ks = 2 * np.pi * np.arange(-1, 3) / 4
     grid = [[float(a), float(b)] for a in ks for b in ks]
@@ -270,12 +257,12 @@ def test_write_observables_strict_json_and_plots(tmp_path, rng, monkeypatch):
     assert os.listdir(out) == []
 
 
-def test_structure_factor_heat_map_puts_each_value_on_its_momentum(tmp_path, monkeypatch, rng):
+def test_structure_factor_heat_map_puts_each_value_on_its_momentum(saved_figures, tmp_path, monkeypatch, rng):
     """A 4x6 square lattice: each momentum's value in the cell that holds it, and in the
     cell of its image on the zone's far edge; the cells end on the zone's edges (±π)."""
     from quantax_lite.lattice import Square
 
-    saved = _saved_figures(monkeypatch)
+    saved = saved_figures
     kx = 2 * np.pi * np.arange(-1, 3) / 4
     ky = 2 * np.pi * np.arange(-2, 4) / 6  # a 4x6 lattice
     q = [[float(a), float(b)] for a in kx for b in ky]
@@ -310,12 +297,12 @@ def test_write_json_refuses_non_finite(tmp_path):
     assert json.loads(open(path).read()) == {"a": 1.0} and os.listdir(tmp_path) == ["x.json"]
 
 
-def test_correlation_plot(tmp_path, monkeypatch):
+def test_correlation_plot(saved_figures, tmp_path, monkeypatch):
     """A chain: C(0) left out, the staggered values drawn on a linear axis, all of them
     (r = 3 is negative there), with their error bars inside the axes."""
     from quantax_lite.lattice import Chain
 
-    saved = _saved_figures(monkeypatch)
+    saved = saved_figures
     obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2], [3]], [0.0, 1.0, 2.0, 3.0], [0.75, -0.4, 0.2, 0.1],
                        Chain(6))
     plot_correlations(str(tmp_path / "c.png"), obs, "chain")

@@ -20,18 +20,6 @@ from quantax_lite.report import (
 S3 = math.sqrt(3.0)
 
 
-def _saved(monkeypatch):
-    import matplotlib.figure
-
-    saved, real = [], matplotlib.figure.Figure.savefig
-
-    def savefig(self, path, **kw):
-        saved.append(self)
-        return real(self, path, **kw)
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
-    return saved
-
-
 def _correlations(lattice, K):
     """A correlation matrix ordered at wave vector K: C_ij = 0.3 cos(K.(r_i - r_j)) e^{-|r|/10}."""
     d = lattice.positions[:, None, :] - lattice.positions[None, :, :]
@@ -113,16 +101,16 @@ def _zone_of(ax):
     (Honeycomb(3, 3), (0.0, 0.0), None),
     (Kagome(2, 3), (0.0, 0.0), None),
 ])
-def test_structure_factor_marks_the_zone_of_the_lattice(tmp_path, monkeypatch, rng, lattice, K, top):
+def test_structure_factor_marks_the_zone_of_the_lattice(saved_figures, tmp_path, monkeypatch, rng, lattice, K, top):
     """The zone drawn is the lattice's (hexagon / square of the right size), its named points
     marked at their momenta; no (π, π) or (π, 0) label off the square lattice; every value
     drawn is S(q) at the momentum where it is drawn (one site per cell: every image in the
     zone, S computed again there; with a basis: the measured momenta only)."""
-    saved = _saved(monkeypatch)
+    saved = saved_figures
     C = _correlations(lattice, K)
     obs = _obs(lattice, C, rng)
     plot_structure_factor(str(tmp_path / "sf.png"), obs, f"heisenberg {lattice.name}, step 7")
-    ax = saved[0].get_axes()[0]
+    ax = saved[0][1].get_axes()[0]
     zone = _zone_of(ax)
     np.testing.assert_allclose(zone[:-1], zone_corners(lattice), atol=1e-12)
     labels = {t.get_text() for t in ax.texts}
@@ -163,17 +151,17 @@ def _bravais(lattice, r):
 
 @pytest.mark.parametrize("lattice", [Square(4, 4), Chain(6), Honeycomb(2, 3), Triangular(3, 3), Kagome(2, 2),
                                      Square(3, 4)])
-def test_correlations_use_the_lattices_own_sublattices(tmp_path, monkeypatch, rng, lattice):
+def test_correlations_use_the_lattices_own_sublattices(saved_figures, tmp_path, monkeypatch, rng, lattice):
     """Bipartite (square and chain of even sides, honeycomb): the staggered panel with ε = +1
     for r a Bravais vector of even coordinate sum (hypercubic) / a Bravais vector (honeycomb,
     same sublattice), −1 otherwise. Triangular (3 | L) and kagome: one panel, pairs within one
     sublattice (triangular: r = m a1 + n a2 with m ≡ n mod 3; kagome: r a Bravais vector) drawn
     apart from the others, no staggered sign. A 3x4 square lattice: no rule at all. Every
     error bar inside its axes."""
-    saved = _saved(monkeypatch)
+    saved = saved_figures
     obs = _obs(lattice, _correlations(lattice, np.zeros(lattice.ndim)), rng)
     plot_correlations(str(tmp_path / "c.png"), obs, f"heisenberg {lattice.name}")
-    fig = saved[0]
+    fig = saved[0][1]
     cr = obs["correlation_vs_distance"]
     r, d = np.asarray(cr["r"], float).reshape(len(cr["mean"]), -1), np.asarray(cr["distance"])
     mean, err = np.asarray(cr["mean"]), np.asarray(cr["error"])
@@ -233,18 +221,18 @@ def _energy_log(exact, n=200, seed=0):
              "variance": 0.05 + 1.0 / k} for k in range(1, n + 1)]
 
 
-def test_energy_plot_draws_signed_relative_errors_and_whole_error_bars(tmp_path, monkeypatch):
+def test_energy_plot_draws_signed_relative_errors_and_whole_error_bars(saved_figures, tmp_path, monkeypatch):
     """The relative-error panel is (E − E_exact)/|E_exact| with its sign (noise below the
     exact energy stays below zero) on a symmetric-log axis linear over the last steps' error
     bars; the energy panel holds every error bar of the last 90% of the steps and the final
     estimate's; the note (time and host) is written on the figure."""
-    saved = _saved(monkeypatch)
+    saved = saved_figures
     exact = -10.0
     log = _energy_log(exact)
     note = f"wall time 3.0 s on {host_description()}"
     plot_energy(str(tmp_path / "e.png"), log, exact, "heisenberg 4x4", n_sites=16, final=(exact + 0.002, 0.003),
                 unit=energy_unit("heisenberg"), note=note)
-    fig = saved[0]
+    fig = saved[0][1]
     top, rel_ax, _ = fig.get_axes()
     assert top.get_title() == "Heisenberg model, 4×4 square lattice, 16 sites"
     assert note in [t.get_text() for t in fig.texts]
@@ -269,14 +257,14 @@ def test_energy_plot_draws_signed_relative_errors_and_whole_error_bars(tmp_path,
     assert any("early step(s) above the range" in t for t in top.get_legend_handles_labels()[1])
 
 
-def test_finish_run_titles_the_system_and_names_the_host(tmp_path, monkeypatch):
-    saved = _saved(monkeypatch)
+def test_finish_run_titles_the_system_and_names_the_host(saved_figures, tmp_path, monkeypatch):
+    saved = saved_figures
     log = _energy_log(-11.2)
     (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
     summary = dict(hamiltonian="j1j2", J2=0.5, lattice="4x4", n_sites=16, energy=-11.19, energy_error=0.01,
                    wall_time_s=12.5, seconds_per_iteration=0.0625)
     finish_run(str(tmp_path), summary, -11.2)
-    fig = saved[0]
+    fig = saved[0][1]
     assert fig.get_axes()[0].get_title() == "J1-J2 model (J2 = 0.5), 4×4 square lattice, 16 sites"
     assert f"wall time 12.5 s (62 ms per step) on {host_description()}" in [t.get_text() for t in fig.texts]
     assert os.path.exists(tmp_path / "energy.png") and json.loads((tmp_path / "summary.json").read_text()) == summary

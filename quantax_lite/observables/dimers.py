@@ -10,6 +10,7 @@ from ..lattice import Lattice
 from .checks import chains, host, int8_samples, lattice_of, weights as checked_weights
 from .column_stats import series_stats, stats_of_columns
 from .contract import Observable, Part
+from .distance import displacement_shells
 from .json_values import nested_list, number
 from .programs import log_psi_samples as checked_log_psi
 from .ratios import moved_values
@@ -92,13 +93,7 @@ def dimer_spec(lattice: Lattice, axis: int):
     bonds = _axis_bonds(lattice, axis)
     nb = len(bonds)
     d = lattice.displacement(np.repeat(bonds[:, 0], nb), np.tile(bonds[:, 0], nb))
-    vecs, group = np.unique(d, axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    dist = np.sqrt((vecs**2).sum(axis=1))
-    order = np.lexsort(tuple(vecs.T[::-1]) + (np.round(dist, 9),))
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    vecs, dist, group = vecs[order], dist[order], rank[group]
+    vecs, dist, group = displacement_shells(d)
     counts = np.bincount(group, minlength=len(vecs)).astype(np.float64)
     key = (lattice.n_sites, bonds.astype(np.int64).tobytes(), group.astype(np.int64).tobytes(), len(vecs))
     return ("dimers", key), (axis, nb, vecs, dist, counts)

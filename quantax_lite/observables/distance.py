@@ -42,19 +42,26 @@ def correlation_vs_distance(corr, lattice: Lattice) -> CorrelationVsDistance:
     return CorrelationVsDistance(vecs, dist, mean, error, shells, shell_mean, shell_error)
 
 
-def cr_tables(lattice: Lattice):
-    """``(r, distance, shell distances, (coef, const) per r, (coef, const) per shell)``."""
-    n = lattice.n_sites
-    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    a, b = a.reshape(-1), b.reshape(-1)
-    d = np.round(lattice.displacement(a, b), 9) + 0.0  # + 0.0: no negative zeros
+def displacement_shells(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct displacements of ``d`` ``(m, ndim)``, ordered by length then
+    lexicographically: ``(vectors (k, ndim), their lengths (k,), the index of each row of d
+    among them (m,))``."""
     vecs, group = np.unique(d, axis=0, return_inverse=True)
     group = group.reshape(-1)
     dist = np.sqrt((vecs**2).sum(axis=1))
     order = np.lexsort(tuple(vecs.T[::-1]) + (np.round(dist, 9),))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    vecs, dist, group = vecs[order], dist[order], rank[group]
+    return vecs[order], dist[order], rank[group]
+
+
+def cr_tables(lattice: Lattice):
+    """``(r, distance, shell distances, (coef, const) per r, (coef, const) per shell)``."""
+    n = lattice.n_sites
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    a, b = a.reshape(-1), b.reshape(-1)
+    d = np.round(lattice.displacement(a, b), 9) + 0.0  # + 0.0: no negative zeros
+    vecs, dist, group = displacement_shells(d)
     if lattice.is_hypercubic:
         vecs = vecs.astype(np.int64)
     shells, shell_of = np.unique(np.round(dist, 9), return_inverse=True)

@@ -237,14 +237,7 @@ class Recipe:
         return resolve.optimizer_settings(self, lattice)
 
     def network_size(self, lattice=None) -> tuple[int | None, int | None]:
-        """``(channels, depth)`` of the network: each as given (None: the network's own
-        default, :func:`~quantax_lite.models.default_conv_architecture`), or what 'auto' picks
-        from the measured rows (benchmarks/accuracy.py): up to 20 sites the network's default
-        (8 channels, depth 2: the 4x4 and chain rows), but 12 channels on triangular and
-        kagome clusters (the kagome 2x3 row, 5,592 parameters); 2D lattices of 21-36 sites 8
-        channels, depth 3 (the 6x6 Heisenberg, J1-J2 and triangular rows, which the default
-        16 x 4 network lost to within their time budgets); beyond, and chains beyond 20 sites,
-        the network's default (16 channels, depth 4)."""
+        """``(channels, depth)`` of the network: :func:`~quantax_lite.recipes.resolve.network_size`."""
         return resolve.network_size(self, lattice)
 
     @property
@@ -265,10 +258,7 @@ class Recipe:
         return stages.n_chains(self, n_devices)
 
     def learning_rate(self, iteration: int = 0):
-        """The learning-rate schedule (an optax schedule of the step count) of the stage at
-        ``iteration``: ``lr`` halving every ``lr_half_life`` steps down to ``lr / 10``; in the
-        full-group stage of a staged symmetry with ``full_stage_lr``, that value at the
-        stage's first step, halving from there down to a tenth of it."""
+        """The learning-rate schedule of the stage at ``iteration``: :func:`~quantax_lite.recipes.stages.learning_rate`."""
         return stages.learning_rate(self, iteration)
 
     def symmetry_stages(self) -> tuple[tuple[str, int], ...]:
@@ -292,10 +282,7 @@ class Recipe:
         return resolve.sector_choice(self, lattice, hamiltonian)
 
     def resolved(self) -> "Recipe":
-        """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided (:meth:`sector_choice`,
-        :meth:`network_size`, :meth:`optimizer_settings`): what a run records, so that it
-        reloads as the same run whatever later versions make of 'auto'. The recipe itself
-        where nothing is 'auto'. Its :meth:`sector_choice` still says how the sector was chosen."""
+        """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided: :func:`~quantax_lite.recipes.resolve.resolved`."""
         return resolve.resolved(self)
 
     def auto_decisions(self) -> list[str]:
@@ -309,22 +296,11 @@ class Recipe:
         return resolve.amplitude_kind(self, hamiltonian)
 
     def init_scale(self, lattice, hamiltonian) -> float | None:
-        """The network's readout initialization: None (nearly uniform, the library's
-        default) unless a Heisenberg / J1-J2 model without a sign rule lives on a
-        triangular or kagome lattice: there the uniform state of the Sz = 0 sector is
-        in the ferromagnetic multiplet, the highest eigenstate, where the energy
-        gradient vanishes, so the network starts from a random state
-        (:data:`FRUSTRATED_INIT_SCALE`). With the 120-degree phase rule the uniform state
-        is the coplanar ordered state instead, a good start: None there."""
+        """The network's readout initialization: :func:`~quantax_lite.recipes.resolve.init_scale`."""
         return resolve.init_scale(self, lattice, hamiltonian)
 
     def reference_energy(self, lattice=None, hamiltonian=None) -> float | None:
-        """The exact energy of the whole space's ground state (the summary's relative error
-        is against it): a literature value (:data:`quantax_lite.references.LITERATURE`), else sparse
-        diagonalization of the whole Sz = 0 space (every configuration for tfim) up to
-        :data:`MAX_ED_SITES` sites, or up to 24 where :meth:`sector_choice` diagonalized it,
-        else a value of the table :data:`quantax_lite.references.ENERGY_PER_SITE`, else None. Whether the network's sector holds that ground state,
-        and its own lowest energy where not: :meth:`sector_energy`, :meth:`sector_summary`."""
+        """The whole space's ground-state energy: :func:`~quantax_lite.recipes.energies.reference_energy`."""
         return energies.reference_energy(self, lattice, hamiltonian)
 
     def reference_source(self, lattice=None, hamiltonian=None) -> str | None:
@@ -332,20 +308,11 @@ class Recipe:
         return energies.reference_source(self, lattice, hamiltonian)
 
     def sector_energy(self, lattice=None, hamiltonian=None) -> float | None:
-        """The lowest energy of the network's sector (the group of the last stage with its
-        characters, :meth:`sector_choice`): the whole space's where the sector holds its
-        ground state (a sign rule's positive ground state, or found by diagonalization),
-        else sparse diagonalization in the sector up to :data:`MAX_ED_SITES` sites; None
-        beyond (or with symmetry 'none': no sector, the whole space)."""
+        """The lowest energy of the network's sector: :func:`~quantax_lite.recipes.energies.sector_energy`."""
         return energies.sector_energy(self, lattice, hamiltonian)
 
     def sector_summary(self, lattice=None, hamiltonian=None) -> dict:
-        """What a run's summary says of its sector: ``{"sector": {symmetry, momentum (the
-        integers m_d, also at k = 0), spin_parity (None: not imposed), rotation_parity,
-        chosen_by ('exact diagonalization', 'lattice' or 'user'), reason,
-        holds_ground_state (None: unknown), lowest_energy (the sector's, None: unknown)},
-        "sector_energy": the sector's lowest energy where it lies above the whole space's
-        ground state (:meth:`reference_energy`), else None}``."""
+        """What a run's summary says of its sector: :func:`~quantax_lite.recipes.energies.sector_summary`."""
         return energies.sector_summary(self, lattice, hamiltonian)
 
     def config(self) -> dict:
