@@ -151,6 +151,44 @@ SYSTEMS = {
               "--channels", "12", "--depth", "2", "--sampling", "exact_sum", "--iters", "400", "--lr", "0.1",
               "--lr-half-life", "1000", "--diag-shift", "1e-3"],
     ),
+    # ---- accelerator rows (issue 41): budgets in chip-minutes, trained across windows of one
+    # command each (--window); a CPU runs them only with --allow-cpu. A larger network than the
+    # CPU rows' (16 channels, depth 6: 28k parameters; on the chip a step is mostly latency at
+    # the CPU rows' size), 2048 samples per step with the translations, then the full group with
+    # 1024 samples and a fresh learning rate.
+    "heisenberg_6x6_chip": dict(
+        target=1e-5, minutes=20, accelerator=True, published=[("exact (ED), 6x6 Heisenberg", -0.678872)],
+        args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
+              "--samples", "4096", "--iters", "6000", "--lr-half-life", "1000", "--eval-samples", "65536"],
+    ),
+    "j1j2_6x6_chip": dict(
+        target=3e-4, minutes=20, accelerator=True,
+        published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],
+        args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
+              "--samples", "2048", "--symmetry", "translations>full@4000", "--iters", "5000",
+              "--lr-half-life", "1000", "--full-stage-samples", "1024", "--full-stage-lr", "0.01",
+              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
+    ),
+    "heisenberg_triangular6x6_chip": dict(
+        target=3e-4, minutes=20, accelerator=True,
+        published=[("exact (ED), 36-site triangular", -0.5603734), ("GCNN (Roth, Szabo and MacDonald, PRB 108, "
+                                                                   "054410 (2023))", -0.560313)],
+        args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
+              "--samples", "2048", "--symmetry", "translations>full@3000", "--iters", "4000",
+              "--lr-half-life", "1000", "--full-stage-samples", "512", "--full-stage-lr", "0.01",
+              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
+    ),
+    # no exact energy at 10x10: the target is an energy per site (target_energy_per_site),
+    # the row starts from the trained 6x6 J1-J2 row's parameters (warm_start: --init-from
+    # that row's run folder under --out; the conv kernels act on cells, so they fit any size)
+    "j1j2_10x10_chip": dict(
+        target=None, target_energy_per_site=-0.4965, minutes=25, accelerator=True, warm_start="j1j2_6x6_chip",
+        published=[("ResNet + MinSR, 1.07M parameters (Chen and Heyl, Nat. Phys. 20, 1476 (2024))", -0.4976921),
+                   ("ViT, 268k parameters (Rende et al., Commun. Phys. 7, 260 (2024))", -0.497634)],
+        args=["--lattice", "10x10", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
+              "--samples", "2048", "--iters", "3000", "--lr", "0.005", "--lr-half-life", "1000",
+              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
+    ),
 }
 
 
@@ -170,16 +208,20 @@ BELOW_EXACT = "below exact: estimator bug"
 def row_status(row: dict) -> str:
     """``"below exact: estimator bug"`` when ``row["energy"]`` is below ``row["exact_energy"]``
     by more than ``BELOW_EXACT_SIGMAS * energy_error`` plus ``BELOW_EXACT_ROUNDING * |exact|``;
-    else ``"met"`` when the relative error is within ``target`` and ``wall_time_s`` within
-    ``minutes_budget``; else ``"not met"``."""
+    else ``"met"`` when the relative error is within ``target`` (a row without an exact
+    energy: its energy per site at or below ``target_energy_per_site``) and ``wall_time_s``
+    within ``minutes_budget``; else ``"not met"``."""
     energy, exact = row.get("energy"), row.get("exact_energy")
     if energy is not None and exact is not None:
         slack = BELOW_EXACT_SIGMAS * (row.get("energy_error") or 0.0) + BELOW_EXACT_ROUNDING * abs(exact)
         if energy < exact - slack:
             return BELOW_EXACT
-    rel = row.get("relative_error")
     budget = row.get("minutes_budget")
     in_time = budget is None or row["wall_time_s"] <= 60 * budget
+    if row.get("target") is None and row.get("target_energy_per_site") is not None:  # no exact energy
+        per_site = row.get("energy_per_site")
+        return "met" if per_site is not None and per_site <= row["target_energy_per_site"] and in_time else "not met"
+    rel = row.get("relative_error")
     return "met" if rel is not None and rel <= row["target"] and in_time else "not met"
 
 
@@ -189,7 +231,8 @@ def table(rows) -> str:
     lines = [f"{'system':<26} {'rel. error':>20} {'V-score':>8} {'target':>8} {'budget':>7} {'minutes':>8}  status"]
     for r in rows:
         rel = "n/a" if r["relative_error"] is None else f"{r['relative_error']:.2e} ± {r['relative_error_bar']:.1e}"
-        lines.append(f"{r['system']:<26} {rel:>20} {r['v_score']:>8.1e} {r['target']:>8.0e} "
+        target = f"{r['target']:.0e}" if r.get("target") is not None else f"{r['target_energy_per_site']}/site"
+        lines.append(f"{r['system']:<26} {rel:>20} {r['v_score']:>8.1e} {target:>8} "
                      f"{r['minutes_budget']:>5} m {r['wall_time_s'] / 60:>8.1f}  {r['status']}")
         for p in r["published"]:
             lines.append(f"    beside: {p['energy_per_site']:.6f} per site ({p['source']}); ours "
@@ -210,12 +253,17 @@ def output_paths(quick: bool, json_path: str | None, plot_path: str | None) -> t
 
 def convergence(log_records, exact_energy):
     """``(wall time in s, relative error)`` of each training step's energy; steps
-    without a finite energy are left out."""
-    t, rel = [], []
+    without a finite energy are left out. A resumed run's clock starts again at its first
+    step (each window of a row trained across windows): its times continue from the last
+    step before it, so that the time axis counts the training of every window."""
+    t, rel, offset, last = [], [], 0.0, 0.0
     for rec in log_records:
+        if rec["wall_time_s"] < last:  # a resumed run's first step
+            offset += last
+        last = rec["wall_time_s"]
         e = rec.get("energy")
         if e is not None and math.isfinite(e) and exact_energy:
-            t.append(rec["wall_time_s"])
+            t.append(offset + rec["wall_time_s"])
             rel.append(abs(e - exact_energy) / abs(exact_energy))
     return np.asarray(t, float), np.asarray(rel, float)
 
@@ -434,6 +482,87 @@ def host_fields() -> dict:
             "cpu_model": model, "machine": platform.machine() or None}
 
 
+WINDOWS = "accuracy_windows.json"
+
+
+def read_windows(out: str) -> list[dict]:
+    """The windows (calls of this script) that trained the row in the run folder ``out``,
+    oldest first (``[]`` for a new run): each ``{"wall_s", "training_min",
+    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}``."""
+    path = os.path.join(out, WINDOWS)
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
+    """Append this call's window to ``out``'s windows (written whole, then renamed) and
+    return them all. Its training minutes: the time limit when it stopped the run, else the
+    call's wall time (the steps ended first)."""
+    with open(os.path.join(out, "summary.json")) as fh:
+        summary = json.load(fh)
+    stopped = bool(summary.get("stopped_at_time_limit"))
+    window = {"wall_s": round(wall_s, 2), "training_min": time_limit_min if stopped else wall_s / 60,
+              "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
+              "iterations": summary["iterations"],
+              "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    windows = read_windows(out) + [window]
+    path = os.path.join(out, WINDOWS)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(windows, fh, indent=1)
+    os.replace(path + ".tmp", path)
+    return windows
+
+
+def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
+    """The training time limit (minutes) of a row's next call: ``TRAINING_SHARE`` of its
+    budget ``minutes`` less the training of its earlier ``windows``, at most ``window``; None
+    when nothing is left to train (the budget spent, or the last window ended before its
+    time limit: its steps are done)."""
+    if windows and not windows[-1]["stopped_at_time_limit"]:
+        return None
+    limit = TRAINING_SHARE * minutes - sum(w["training_min"] for w in windows)
+    if window is not None:
+        limit = min(limit, window)
+    return limit if limit > 0 else None
+
+
+def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wall: float | None = None) -> dict:
+    """The JSON row of ``name`` from its run folder's ``summary.json`` (the final estimate of
+    its newest window) and log; its wall time is that of every window (``windows``), or
+    ``wall`` for a run without (``--quick``)."""
+    from quantax_lite.run_folder import read_log
+
+    with open(os.path.join(out, "summary.json")) as fh:
+        summary = json.load(fh)
+    exact, n_sites = summary["exact_energy"], summary["n_sites"]
+    row = {
+        "system": name, "target": spec["target"], "minutes_budget": spec.get("minutes", DEFAULT_MINUTES),
+        "relative_error": summary["relative_error"],
+        "relative_error_bar": summary["energy_error"] / abs(exact) if exact else None,
+        "energy": summary["energy"], "energy_error": summary["energy_error"],
+        "energy_per_site": summary["energy"] / n_sites, "exact_energy": exact,
+        "v_score": summary["v_score"], "zero_variance_extrapolation": summary.get("zero_variance_extrapolation"),
+        "n_params": summary["n_params"], "iterations": summary["iterations"],
+        "stopped_at_time_limit": summary.get("stopped_at_time_limit"),
+        "estimate_symmetry": summary.get("estimate_symmetry"),
+        "wall_time_s": sum(w["wall_s"] for w in windows) if windows else wall,
+        "options": " ".join(opts),
+        "published": [dict(source=src, energy_per_site=e) for src, e in spec.get("published", [])],
+        **host_fields(),
+    }
+    if spec.get("target_energy_per_site") is not None:
+        row["target_energy_per_site"] = spec["target_energy_per_site"]
+    if spec.get("accelerator"):
+        row["windows"] = len(windows)
+        row["init_from"] = summary.get("init_from")
+    row["status"] = row_status(row)
+    row["met"] = row["status"] == "met"
+    row["convergence"] = thinned(*convergence(read_log(os.path.join(out, "log.jsonl")), exact))
+    return row
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="30 iterations with 256 samples (a smoke test)")
@@ -444,7 +573,13 @@ def main(argv=None):
                              "full run, none with --quick")
     parser.add_argument("--plot", default=None, help="the convergence plot; default: beside the JSON (.png)")
     parser.add_argument("--replot", action="store_true", help="only redraw --plot from the rows in --json")
+    parser.add_argument("--window", type=float, metavar="MINUTES",
+                        help="train each row at most this many minutes in this call (one window of a row trained "
+                             "across several commands: the next call resumes it, until its budget is spent)")
+    parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
     args = parser.parse_args(argv)
+    if args.window is not None and not args.window > 0:
+        parser.error(f"--window: expected a positive number of minutes, got {args.window}")
     if args.replot:
         json_path, plot_path = output_paths(False, args.json, args.plot)
         with open(json_path) as fh:
@@ -454,46 +589,44 @@ def main(argv=None):
     json_path, plot_path = output_paths(args.quick, args.json, args.plot)
 
     from quantax_lite import cli
-    from quantax_lite.run_folder import read_log
 
+    import jax
+
+    accelerator = jax.default_backend() != "cpu"
+    names = args.only or [n for n in SYSTEMS if accelerator or not SYSTEMS[n].get("accelerator")]
+    refused = [n for n in names if SYSTEMS[n].get("accelerator") and not (accelerator or args.allow_cpu or args.quick)]
+    if refused:
+        parser.error(f"--only: {', '.join(refused)} are accelerator rows (budgets in chip-minutes) and jax has no "
+                     "accelerator here; add --allow-cpu to run them anyway")
     rows = []
-    for name in args.only or SYSTEMS:
+    for name in names:
         spec = SYSTEMS[name]
         opts = list(spec["args"])
         minutes = spec.get("minutes", DEFAULT_MINUTES)
+        out = os.path.join(args.out, name + ("_quick" if args.quick else ""))
+        windows = [] if args.quick else read_windows(out)
         if args.quick:
             opts += ["--iters", "30"] + ([] if "exact_sum" in opts else ["--samples", "256", "--eval-samples", "4096"])
         else:  # the rest of the budget is left for compilation of the final estimate and the estimate
-            opts += ["--time-limit", f"{TRAINING_SHARE * minutes:g}"]
-        out = os.path.join(args.out, name + ("_quick" if args.quick else ""))
+            limit = time_limit_of(minutes, windows, args.window)
+            if limit is None:
+                print(f"accuracy: {name}: its budget is spent or its steps are done after {len(windows)} "
+                      f"window(s); its row is read from {out}", flush=True)
+                rows.append(row_of(name, spec, out, opts, windows))
+                continue
+            opts += ["--time-limit", f"{limit:.4g}"]
+        if spec.get("warm_start") and not list_checkpoints(out):  # a new run starts from the other row's
+            opts += ["--init-from", os.path.join(args.out, spec["warm_start"] + ("_quick" if args.quick else ""))]
         resume = bool(list_checkpoints(out))  # continue a run that has checkpoints
         t0 = time.perf_counter()
         status = cli.main(["train", *opts, "--out", out, "--no-progress"] + (["--resume"] if resume else []))
         if status != 0:
             raise SystemExit(f"accuracy: {name}: quantax-lite train exited with status {status} (see above; "
                              f"its run folder is {out})")
-        with open(os.path.join(out, "summary.json")) as fh:
-            summary = json.load(fh)
-        n_sites = summary["n_sites"]
         wall = time.perf_counter() - t0
-        rows.append({
-            "system": name, "target": spec["target"], "minutes_budget": minutes,
-            "relative_error": summary["relative_error"],
-            "relative_error_bar": summary["energy_error"] / abs(summary["exact_energy"]),
-            "energy": summary["energy"], "energy_error": summary["energy_error"],
-            "energy_per_site": summary["energy"] / n_sites, "exact_energy": summary["exact_energy"],
-            "v_score": summary["v_score"], "zero_variance_extrapolation": summary.get("zero_variance_extrapolation"),
-            "n_params": summary["n_params"], "iterations": summary["iterations"],
-            "stopped_at_time_limit": summary.get("stopped_at_time_limit"),
-            "estimate_symmetry": summary.get("estimate_symmetry"),
-            "wall_time_s": wall, "options": " ".join(opts),
-            "published": [dict(source=src, energy_per_site=e) for src, e in spec.get("published", [])],
-            **host_fields(),
-        })
-        rows[-1]["status"] = row_status(rows[-1])
-        rows[-1]["met"] = rows[-1]["status"] == "met"
-        rows[-1]["convergence"] = thinned(*convergence(read_log(os.path.join(out, "log.jsonl")),
-                                                       summary["exact_energy"]))
+        if not args.quick:
+            windows = record_window(out, wall, limit)
+        rows.append(row_of(name, spec, out, opts, windows, wall))
         print(json.dumps(rows[-1]), flush=True)
     print()
     print(table(rows))

@@ -205,7 +205,9 @@ def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_p
     for name, spec in accuracy.SYSTEMS.items():
         ns = cli.build_parser().parse_args(["train", *spec["args"]])
         recipe = Recipe(**{field: getattr(ns, field) for field in cli.RECIPE})  # raises on a bad row
-        assert spec["target"] > 0 and spec.get("minutes", accuracy.DEFAULT_MINUTES) > 0, name
+        assert spec.get("minutes", accuracy.DEFAULT_MINUTES) > 0, name
+        # a relative error, or (no exact energy: 10x10) an energy per site, never neither
+        assert (spec["target"] or 0) > 0 or spec["target_energy_per_site"] < 0, name
         if name == "heisenberg_kagome2x3":  # the 18-site ground state's sector (docs/physics.md)
             assert recipe.momentum in ((1, 0), [1, 0]) and recipe.spin_parity == -1
     exact = -8.0
@@ -232,6 +234,53 @@ def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_p
     json_path.write_text(json.dumps(rows))
     accuracy.main(["--replot", "--json", str(json_path), "--plot", str(tmp_path / "all.png")])
     assert (tmp_path / "all.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch, capsys):
+    """A row trained in windows (--window, one command each): each call resumes the run,
+    trains within what is left of the row's budget, records its window; once the budget is
+    spent the row is read back without training. Its wall time counts every window and its
+    convergence curve's clock runs on across them."""
+    accuracy = load("accuracy")
+    row = dict(target=1e-2, minutes=0.01, accelerator=True,  # 0.008 min of training in all
+               args=["--lattice", "chain:8", "--channels", "2", "--depth", "1", "--samples", "16",
+                     "--iters", "50", "--eval-samples", "64", "--checkpoint-every", "0"])
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_chip": row})
+    argv = ["--only", "tiny_chip", "--allow-cpu", "--window", "0.004", "--out", str(tmp_path / "runs"),
+            "--json", str(tmp_path / "acc.json")]
+    out = tmp_path / "runs" / "tiny_chip"
+    iterations = []
+    for _ in range(2):  # each window stops at its limit (a step compiles for longer), then the next resumes
+        accuracy.main(argv)
+        windows = accuracy.read_windows(out)
+        assert windows[-1]["stopped_at_time_limit"] and windows[-1]["time_limit_min"] == 0.004
+        iterations.append(windows[-1]["iterations"])
+    assert len(windows) == 2 and 0 < iterations[0] < iterations[1] < 50
+    assert accuracy.time_limit_of(0.01, windows, 0.004) is None  # 0.008 of 0.008 minutes trained
+    accuracy.main(argv)  # nothing left: the row is read back, no third window
+    assert "budget is spent" in capsys.readouterr().out
+    assert len(accuracy.read_windows(out)) == 2
+    (saved,) = json.loads((tmp_path / "acc.json").read_text())
+    assert saved["windows"] == 2 and saved["iterations"] == iterations[1]
+    assert saved["wall_time_s"] == pytest.approx(sum(w["wall_s"] for w in windows), abs=0.02)
+    assert np.all(np.diff(saved["convergence"]["wall_time_s"]) >= 0)  # one clock over both windows
+    # the limits of a row's calls: the window, then what is left, none once its steps are done
+    assert accuracy.time_limit_of(20, [], 9) == 9
+    spent = [dict(training_min=9.0, stopped_at_time_limit=True)]
+    assert accuracy.time_limit_of(20, spent, 9) == pytest.approx(7.0)
+    assert accuracy.time_limit_of(20, spent + [dict(training_min=3.0, stopped_at_time_limit=False)], 9) is None
+    # a row without an exact energy is judged by its energy per site
+    judged = dict(target=None, target_energy_per_site=-0.4965, energy=-49.70, energy_per_site=-0.4970,
+                  exact_energy=None, minutes_budget=25, wall_time_s=60.0)
+    assert accuracy.row_status(judged) == "met"
+    assert accuracy.row_status(dict(judged, energy_per_site=-0.4960)) == "not met"
+
+
+def test_accuracy_refuses_accelerator_rows_on_a_cpu(capsys):
+    accuracy = load("accuracy")
+    with pytest.raises(SystemExit) as err:
+        accuracy.main(["--only", "j1j2_6x6_chip", "--json", "/dev/null"])
+    assert err.value.code == 2 and "--allow-cpu" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- #
