@@ -13,7 +13,9 @@ load, by position, as they did.
 
 A run folder keeps its last few checkpoints as ``checkpoint-<iteration>.npz``
 (:func:`checkpoint_path`, :func:`list_checkpoints`, :func:`prune_checkpoints`); the rest
-of the folder (lock, log) is :mod:`quantax_lite.run_folder`. The template is any pytree
+of the folder (lock, log) is :mod:`quantax_lite.run_folder`. One part of a state (the
+parameters a warm start takes) loads from :func:`read_latest_checkpoint`'s arrays with
+:func:`load_checkpoint_part`. The template is any pytree
 shaped like the state (a :class:`quantax_lite.vmc.VMCState` for the driver's runs);
 this module does not depend on the driver.
 """
@@ -41,6 +43,8 @@ __all__ = [
     "read_checkpoint_metadata",
     "newest_readable_checkpoint",
     "load_latest_checkpoint",
+    "read_latest_checkpoint",
+    "load_checkpoint_part",
     "checkpoint_path",
     "list_checkpoints",
     "prune_checkpoints",
@@ -88,10 +92,11 @@ def _key_data(tree):
     return jax.tree_util.tree_map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
-def _leaf_paths(tree) -> tuple[list[str], list, Any]:
-    """(entry names, leaves, treedef) of ``tree``: ``"state" + keystr(path)`` per leaf."""
+def _leaf_paths(tree, prefix: str = _PREFIX) -> tuple[list[str], list, Any]:
+    """(entry names, leaves, treedef) of ``tree``: ``prefix + keystr(path)`` per leaf
+    (``"state" + keystr(path)`` for a whole state)."""
     with_path, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    names = [_PREFIX + jax.tree_util.keystr(kp) for kp, _ in with_path]
+    names = [prefix + jax.tree_util.keystr(kp) for kp, _ in with_path]
     return names, [x for _, x in with_path], treedef
 
 
@@ -172,9 +177,10 @@ def _matched(path, loaded, names: list[str]) -> list[tuple[str, np.ndarray]]:
     return [(name, loaded[name]) for name in names]
 
 
-def _into_template(path, loaded, template: Any) -> Any:
-    """Arrays read from ``path`` as a state shaped, typed and sharded like ``template``."""
-    names, leaves, treedef = _leaf_paths(template)
+def _into_template(path, loaded, template: Any, prefix: str = _PREFIX) -> Any:
+    """Arrays read from ``path`` as a state shaped, typed and sharded like ``template``
+    (``prefix``: the entry names' start, that of the part of the state ``template`` is)."""
+    names, leaves, treedef = _leaf_paths(template, prefix)
     out = []
     for t, (name, x) in zip(leaves, _matched(path, loaded, names)):
         is_key = _is_key(t)
@@ -263,13 +269,12 @@ def newest_readable_checkpoint(out_dir: str | os.PathLike) -> tuple[str, dict] |
     return None
 
 
-def load_latest_checkpoint(out_dir: str | os.PathLike, template: Any) -> tuple[Any, dict, str]:
-    """The newest checkpoint of ``out_dir`` that reads, into the structure of ``template``.
-
-    A damaged checkpoint (truncated, overwritten) is skipped with a warning and the
-    previous one is used. Returns (state, metadata, path). Raises ``FileNotFoundError``
-    when the folder holds no readable checkpoint.
-    """
+def read_latest_checkpoint(out_dir: str | os.PathLike) -> tuple[dict[str, np.ndarray] | list[np.ndarray], dict, str]:
+    """The arrays, metadata and path of the newest checkpoint of ``out_dir`` that reads,
+    without a template: the arrays by entry name (``"state" + keystr(path)``, e.g.
+    ``state.params['params']['conv_0']['kernel']``), or a list in flattening order for a
+    checkpoint of the first format. A damaged checkpoint is skipped with a warning;
+    ``FileNotFoundError`` when the folder holds no readable checkpoint."""
     tried = list_checkpoints(out_dir)
     for path in tried:
         try:
@@ -277,6 +282,35 @@ def load_latest_checkpoint(out_dir: str | os.PathLike, template: Any) -> tuple[A
         except _DAMAGED as err:
             _warn_damaged(path, err)
             continue
-        return _into_template(path, loaded, template), meta, path
+        return loaded, meta, path
     what = "no checkpoint" if not tried else f"no readable checkpoint ({len(tried)} damaged)"
     raise FileNotFoundError(f"{out_dir} holds {what}.")
+
+
+def load_latest_checkpoint(out_dir: str | os.PathLike, template: Any) -> tuple[Any, dict, str]:
+    """The newest checkpoint of ``out_dir`` that reads, into the structure of ``template``.
+
+    A damaged checkpoint (truncated, overwritten) is skipped with a warning and the
+    previous one is used. Returns (state, metadata, path). Raises ``FileNotFoundError``
+    when the folder holds no readable checkpoint.
+    """
+    loaded, meta, path = read_latest_checkpoint(out_dir)
+    return _into_template(path, loaded, template), meta, path
+
+
+def load_checkpoint_part(path: str | os.PathLike, loaded: dict[str, np.ndarray], template: Any, part: str) -> Any:
+    """One part of a checkpoint's state, e.g. ``part=".params"`` (the entries
+    ``state.params...``, a :class:`~quantax_lite.vmc.VMCState`'s parameters), into the
+    structure, dtypes and shardings of ``template`` (a pytree shaped like that part).
+
+    ``loaded``: the arrays of the checkpoint ``path`` by entry name, as
+    :func:`read_latest_checkpoint` returns them. The entries of other parts are left out;
+    those of ``part`` must match ``template``'s leaves by path, shape and dtype
+    (``ValueError`` naming them otherwise, as :func:`load_checkpoint`)."""
+    if not isinstance(loaded, dict):
+        raise ValueError(f"load_checkpoint: {path} is of the first checkpoint format (leaves by position), whose "
+                         "parts cannot be told apart; only a whole state loads from it.")
+    prefix = _PREFIX + part
+    mine = {k: x for k, x in loaded.items()
+            if k.startswith(prefix) and k[len(prefix):len(prefix) + 1] in ("", "[", ".")}
+    return _into_template(path, mine, template, prefix)

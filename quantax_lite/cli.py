@@ -20,6 +20,7 @@ from .errors import FieldError, as_field_error
 from .measure_run import every_configuration, measure_samples  # noqa: F401  (as draw_samples)
 from .options import RECIPE, build_parser, read_config  # noqa: F401  (RECIPE, build_parser: the command's API)
 from .recipes import Recipe
+from .warm_start import describe_source
 
 __all__ = ["main", "build_parser", "RECIPE"]
 
@@ -27,7 +28,8 @@ __all__ = ["main", "build_parser", "RECIPE"]
 _NOT_COMPARED = {"resume", "restart", "out", "no_progress", "coordinator", "process_id", "iters", "command", "measure",
                  "time_limit", "checkpoint_every", "keep_checkpoints", "distributed", "num_processes", "init_timeout",
                  "chunk_size", "memory_budget",  # how memory is bounded: a run may resume on another device
-                 "given_options", "config", "dry_run"}
+                 "given_options", "config", "dry_run",
+                 "init_from"}  # where a run's first parameters came from: its checkpoints record it apart
 
 
 class UsageError(Exception):
@@ -77,10 +79,10 @@ def train(args) -> dict | None:
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
     _usage(training.check_run_options, iters=args.iters, checkpoint_every=args.checkpoint_every,
-           keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit)
+           keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from)
     if args.dry_run:
         tuning.configure_x64()
-        return _print_dry_run(training.dry_run(recipe))
+        return _print_dry_run(training.dry_run(recipe, init_from=args.init_from))
     if args.coordinator is not None or args.distributed:
         if args.coordinator is not None:
             print(f"quantax-lite: process {args.process_id} of {args.num_processes} waiting up to "
@@ -99,7 +101,7 @@ def train(args) -> dict | None:
     summary = training.train(recipe, args.out, iters=args.iters, resume=args.resume, restart=args.restart,
                              checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
                              time_limit=args.time_limit, measure=args.measure, progress=not args.no_progress,
-                             config=config)
+                             config=config, init_from=args.init_from)
     if jax.process_index() == 0:
         print(format_table(summary))
     return summary
@@ -113,6 +115,8 @@ def _print_dry_run(plan: dict) -> None:
                             " (samples per device per chunk)"),
             ("time per step", f"{plan['seconds_per_step']:.3g} s (one step, timed after a first one of "
                               f"{plan['compile_and_first_step_s']:.3g} s that compiled it)")]
+    if plan.get("init_from"):
+        rows.append(("warm start", describe_source(plan["init_from"]).removeprefix("warm start ")))
     print("\n".join(f"{k:<14} {v}" for k, v in rows) + "\nnothing written (--dry-run)")
 
 

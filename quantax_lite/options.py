@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="output directory (default: runs/<hamiltonian>_<lattice>)")
     r.add_argument("--resume", action="store_true", help="continue the run in --out from its newest readable checkpoint")
     r.add_argument("--restart", action="store_true", help="delete the run in --out and start it again")
+    r.add_argument("--init-from", metavar="RUN_DIR", help="warm start: take the first parameters from the newest "
+                   "checkpoint of the run in RUN_DIR (a --out folder), e.g. a trained 6x6 run for a 10x10 one; the "
+                   "same network and options (the conv net's parameters do not depend on the lattice size), any "
+                   "lattice, Hamiltonian or sampling; the optimizer and chains start fresh")
     r.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints (default: 25)")
     r.add_argument("--keep-checkpoints", type=int, default=3, help="newest checkpoints kept, an older one is used "
                    "when the newest is damaged (default: 3)")

@@ -6,7 +6,9 @@ through the recipe's stages (:func:`stages`: a staged ``symmetry`` such as
 ``'translations>full@200'`` switches group at a step, carrying the parameters, optimizer
 state and chains over), makes the final estimate from fresh samples and writes
 ``summary.json`` and ``energy.png`` (and with ``measure`` the observables). One log, one
-series of checkpoints; a resumed run continues where its newest readable checkpoint is.
+series of checkpoints; a resumed run continues where its newest readable checkpoint is. A
+warm start (``init_from``) takes its first parameters from another run's checkpoint
+(:mod:`quantax_lite.warm_start`).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from .report import finish_run, summary_of, write_observables, zero_variance_of_
 from .run_folder import check_writable, lock_run_folder, prepare_run_folder
 from .stats import statistics
 from .vmc import Diverged, energy_estimate, run
+from .warm_start import check_source, describe_source, initial_parameters
 
 __all__ = ["Stage", "stages", "train", "check_run_options", "train_stages", "dry_run", "RunDiverged", "run_config", "default_out_dir",
            "time_limit_callback", "describe"]
@@ -172,8 +175,9 @@ def _stderr(line: str) -> None:
 
 
 def check_run_options(*, iters: int, checkpoint_every: int = 25, keep_checkpoints: int = 3,
-                      time_limit: float | None = None) -> None:
-    """The options of a run besides its recipe: ``FieldError`` naming the one at fault."""
+                      time_limit: float | None = None, init_from: str | os.PathLike | None = None) -> None:
+    """The options of a run besides its recipe: ``FieldError`` naming the one at fault
+    (``init_from``: a folder with a readable checkpoint)."""
     for name, value, minimum in (("iters", iters, 1), ("checkpoint_every", checkpoint_every, 0),
                                  ("keep_checkpoints", keep_checkpoints, 1)):
         with concerning(name):
@@ -181,12 +185,15 @@ def check_run_options(*, iters: int, checkpoint_every: int = 25, keep_checkpoint
     if time_limit is not None:
         with concerning("time_limit"):
             finite_number(time_limit, "time_limit", above=0)
+    if init_from is not None:
+        check_source(init_from)
 
 
 def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: int = 600, resume: bool = False,
           restart: bool = False, checkpoint_every: int = 25, keep_checkpoints: int = 3,
           time_limit: float | None = None, measure: bool = False, progress: bool = True,
-          config: dict | None = None, announce: Callable[[str], None] | None = _stderr) -> dict:
+          config: dict | None = None, announce: Callable[[str], None] | None = _stderr,
+          init_from: str | os.PathLike | None = None) -> dict:
     """Train ``recipe`` for ``iters`` steps in the run folder ``out_dir`` (default
     :func:`default_out_dir`) and return the summary (also ``summary.json``).
 
@@ -198,6 +205,13 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
       (``observables.json`` and its plots, as :func:`~quantax_lite.measure_run.measure_run`).
     config: what the checkpoints record of the run (default :func:`run_config`).
     announce: called with the progress lines when ``progress`` (None: silent).
+    init_from: a warm start: another run folder (a ``quantax-lite train --out``) whose newest
+      readable checkpoint's parameters are this run's first ones
+      (:func:`~quantax_lite.warm_start.initial_parameters`: the same parameter tree, leaf by
+      leaf; lattice, Hamiltonian, sampling and symmetry may differ). The optimizer state,
+      step counter and chains start fresh. Recorded in ``summary.json`` and the checkpoints'
+      metadata as ``init_from`` (``{"path", "iteration", "lattice"}`` of the source), so a
+      resumed warm-started run continues from its own checkpoint; not with ``resume``.
 
     Errors a user can make raise :class:`~quantax_lite.errors.FieldError` naming the
     argument or recipe field; a run that diverges raises :class:`RunDiverged` after writing
@@ -205,7 +219,10 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
     process 0 writes the folder.
     """
     check_run_options(iters=iters, checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
-                      time_limit=time_limit)
+                      time_limit=time_limit, init_from=init_from)
+    if resume and init_from is not None:
+        raise FieldError("init_from", "init_from: a resumed run continues from its own checkpoint (a warm-started one "
+                         "too: it records where it started); leave out `init_from` with `resume`.")
     if resume and restart:
         raise FieldError("restart", "restart: `resume` and `restart` exclude each other: continue the run, or "
                          "start it again.")
@@ -215,6 +232,13 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
         recipe = recipe.resolved()
     out = os.fspath(out_dir) if out_dir is not None else default_out_dir(recipe)
     config = run_config(recipe) if config is None else {**config, **{k: recipe.config()[k] for k in AUTO_FIELDS}}
+    run_, warm = None, None
+    if init_from is not None:  # before the folder is touched (a restart deletes the run there)
+        if os.path.realpath(os.fspath(init_from)) == os.path.realpath(out):
+            raise FieldError("init_from", f"init_from: {os.fspath(init_from)} is the run's own folder (`out_dir`); "
+                             "warm-start a run in another folder.")
+        run_ = _build(recipe)
+        warm = initial_parameters(init_from, run_.state.params)
     main = jax.process_index() == 0
     if main:
         check_writable(out)
@@ -223,7 +247,8 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
             prepare_run_folder(out, resume=resume, restart=restart, config=config, earlier=FIELDS_OF_EARLIER_RUNS)
         say = announce if progress and main and announce is not None else (lambda line: None)
         return _train(recipe, out, config, main, say, iters=iters, resume=resume, checkpoint_every=checkpoint_every,
-                      keep_checkpoints=keep_checkpoints, time_limit=time_limit, measure=measure, progress=progress)
+                      keep_checkpoints=keep_checkpoints, time_limit=time_limit, measure=measure, progress=progress,
+                      run_=run_, warm=warm)
 
 
 def _summary_head(recipe: Recipe, r, exact) -> dict:
@@ -245,22 +270,32 @@ def _summary_head(recipe: Recipe, r, exact) -> dict:
 
 
 def _train(recipe, out, config, main, say, *, iters, resume, checkpoint_every, keep_checkpoints, time_limit, measure,
-           progress) -> dict:
-    r = _build(recipe)
+           progress, run_=None, warm=None) -> dict:
+    r = _build(recipe) if run_ is None else run_
     exact = recipe.reference_energy(r.lattice, r.hamiltonian)
-    state = load_latest_checkpoint(out, r.state)[0] if resume else r.state
+    if resume:  # a warm-started run continues from its own checkpoint, which says where it started
+        state, metadata, _ = load_latest_checkpoint(out, r.state)
+        source = metadata.get("init_from")
+    elif warm is not None:  # fresh optimizer state, step counter and chains; the chains' log psi of these parameters
+        state, source = switch_stage(r, r.state._replace(params=warm.params)), warm.source
+    else:
+        state, source = r.state, None
     exact_sum = recipe.sampling == "exact_sum"
     per_step = (f"exact sums over {r.sampler.n_representatives} orbits ({r.sampler.n_states} configurations)"
                 if exact_sum else f"{recipe.samples} samples/step")
     say(f"{describe(recipe, r)}; {r.n_params} parameters, {per_step}, {jax.device_count()} device(s); writing {out}")
+    if warm is not None:
+        say(describe_source(source))
     for line in recipe.auto_decisions():  # what 'auto' chose: the sector and why, network and optimizer settings
         say(line)
     summary = _summary_head(recipe, r, exact)
+    summary["init_from"] = source
     t0 = time.perf_counter()
     try:
         trained = train_stages(recipe, r, state, iters, out_dir=out, checkpoint_every=checkpoint_every,
                                keep_checkpoints=keep_checkpoints, time_limit=time_limit, t0=t0, progress=progress,
-                               metadata={"config": config}, announce=say)
+                               metadata={"config": config, **({"init_from": source} if source else {})},
+                               announce=say)
         r, state, stage, records = trained.run, trained.state, trained.stage, trained.records
         summary["stopped_at_time_limit"] = int(state.iteration) < iters
     except MemoryBudgetError as err:  # chunk_size auto: found when the first step compiles
@@ -312,20 +347,26 @@ def _train(recipe, out, config, main, say, *, iters, resume, checkpoint_every, k
     return summary
 
 
-def dry_run(recipe: Recipe) -> dict:
+def dry_run(recipe: Recipe, *, init_from: str | os.PathLike | None = None) -> dict:
     """What a run of ``recipe`` would be, without writing anything: the system and sector in
     words, the parameter count, the reference energy and its source, the samples per step,
     the chunk sizes chosen (None: all samples of a device at once), and the wall time of one step (timed after a first step that
-    compiles it; an estimate of the training's time per step)."""
+    compiles it; an estimate of the training's time per step). init_from: the warm start's
+    source run folder, checked as :func:`train` checks it (its parameters then start the
+    timed steps); ``"init_from"`` in the result says where they come from (None: a cold start)."""
     r = _build(recipe)
     recipe = r.recipe  # every 'auto' decided
+    state, source = r.state, None
+    if init_from is not None:
+        warm = initial_parameters(init_from, r.state.params)
+        state, source = switch_stage(r, r.state._replace(params=warm.params)), warm.source
     try:
         sizes = r.vmc.chunk_sizes(r.state.params)
     except MemoryBudgetError as err:
         raise as_field_error(err) from None
     rows = -(-(r.vmc.n_samples or r.sampler.n_rows) // jax.device_count())  # samples per device
     t0 = time.perf_counter()
-    state, metrics = r.vmc.step(r.state)
+    state, metrics = r.vmc.step(state)
     jax.block_until_ready(metrics)
     t1 = time.perf_counter()
     _, metrics = r.vmc.step(state)
@@ -336,4 +377,4 @@ def dry_run(recipe: Recipe) -> dict:
             "exact_energy": recipe.reference_energy(r.lattice, r.hamiltonian),
             "exact_energy_source": recipe.reference_source(r.lattice, r.hamiltonian),
             "chunk_sizes": {part: None if c is None or c >= rows else c for part, c in sizes._asdict().items()},
-            "compile_and_first_step_s": t1 - t0, "seconds_per_step": t2 - t1}
+            "compile_and_first_step_s": t1 - t0, "seconds_per_step": t2 - t1, "init_from": source}
