@@ -15,6 +15,7 @@ import numpy as np
 from ._validate import positive_int
 from .brillouin import high_symmetry_points, zone_corners, zone_images
 from .estimates import zero_variance_from_log
+from .hamiltonians import HAMILTONIAN_NAMES, SPIN_UNITS, hamiltonian_entry
 from .lattice import parse_lattice
 from .run_folder import atomic_write, read_log
 
@@ -97,9 +98,11 @@ def _extrapolation_cell(fit: dict | None) -> str:
 
 
 def energy_unit(hamiltonian: str) -> str:
-    """How a run's energies are measured: 'units of J (S = σ/2)' for Heisenberg / J1-J2,
-    'Pauli units (σ)' for the transverse-field Ising model."""
-    return "Pauli units (σ), J = 1" if hamiltonian == "tfim" else "units of J, spin-1/2 (S = σ/2)"
+    """How a run's energies are measured, as its registered model says
+    (:mod:`quantax_lite.hamiltonians`): 'units of J (S = σ/2)' for Heisenberg / J1-J2,
+    'Pauli units (σ)' for the transverse-field Ising model; spin-1/2 units for a name not
+    registered."""
+    return hamiltonian_entry(hamiltonian).units if hamiltonian in HAMILTONIAN_NAMES else SPIN_UNITS
 
 
 def running_mean(values, errors, window: int):
@@ -276,8 +279,7 @@ def finish_run(out_dir: str, summary: dict, exact: float | None) -> None:
 
 
 # ------------------------------------------------------------------ readable names
-_MODELS = {"heisenberg": "Heisenberg model", "j1j2": "J1-J2 model", "tfim": "transverse-field Ising model"}
-_TITLE = re.compile(r"^\s*(heisenberg|j1j2|tfim)\s+(\S+)(.*)$", re.S)
+_TITLE = re.compile(r"^\s*(\S+)\s+(\S+)(.*)$", re.S)  # "<hamiltonian> <lattice name><rest>"
 
 
 def _parse_lattice_name(name: str):
@@ -316,12 +318,13 @@ def lattice_description(name: str) -> str:
 
 def system_title(hamiltonian: str, lattice: str, *, J2: float | None = None, h: float | None = None) -> str:
     """The system in words: ``"Heisenberg model, 4×4 square lattice, 16 sites"``, ``"J1-J2
-    model (J2 = 0.5), ..."``, ``"transverse-field Ising model (h = 1), ..."``."""
-    model = _MODELS.get(hamiltonian, str(hamiltonian))
-    if hamiltonian == "j1j2" and J2 is not None:
-        model += f" (J2 = {J2:g})"
-    if hamiltonian == "tfim" and h is not None:
-        model += f" (h = {h:g})"
+    model (J2 = 0.5), ..."``, ``"transverse-field Ising model (h = 1), ..."`` (the registered
+    model's words with its coupling, :meth:`~quantax_lite.hamiltonians.HamiltonianEntry.words`;
+    a name not registered as it is)."""
+    if hamiltonian not in HAMILTONIAN_NAMES:
+        return f"{hamiltonian}, {lattice_description(lattice)}"
+    entry = hamiltonian_entry(hamiltonian)
+    model = entry.words({"J2": J2, "h": h}.get(entry.coupling))
     return f"{model}, {lattice_description(lattice)}"
 
 
@@ -330,7 +333,7 @@ def readable_title(title: str, obs: dict | None = None) -> str:
     ``"heisenberg 4x4, step 600"``), in words (:func:`system_title`, the couplings from
     ``obs["run"]["recipe"]`` where the observables carry them); any other title unchanged."""
     m = _TITLE.match(str(title))
-    if not m or _parse_lattice_name(m.group(2).rstrip(",")) is None:
+    if not m or m.group(1) not in HAMILTONIAN_NAMES or _parse_lattice_name(m.group(2).rstrip(",")) is None:
         return str(title)
     recipe = ((obs or {}).get("run") or {}).get("recipe") or {}
     lattice = m.group(2).rstrip(",")

@@ -396,6 +396,7 @@ class VMC:
         if key in self._built:
             return self._built[key]
         mesh = self.device_mesh
+        self._hamiltonian_rows  # noqa: B018  (made now, not inside the trace: a generic to_sparse runs jax)
         differentiate = derivative_form(self.log_psi)
         local_energies = self._local_energy_fn(sizes.local_energy)
 

@@ -21,7 +21,7 @@ LAYERS = {
     "_validate": 0, "errors": 0, "tuning": 0, "autotune": 0, "utils": 0,
     # L1 physics
     "lattice": 1, "hilbert": 1, "symmetry": 1, "operators": 1, "spin_operators": 1, "exact": 1,
-    "sign_rules": 1, "references": 1, "ground_sector": 1, "brillouin": 1,
+    "sign_rules": 1, "references": 1, "ground_sector": 1, "brillouin": 1, "hamiltonians": 1,
     # L2 ansatz
     "models": 2,
     # L3 estimation

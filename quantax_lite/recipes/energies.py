@@ -11,7 +11,7 @@ from .resolve import sector_choice, system_key
 from .sector import sector_lowest_energy, whole_space_ground
 
 # The literature values of the package's table of reference energies (quantax_lite.references),
-# (lattice, hamiltonian, J2) -> energy per site, by their earlier name.
+# (lattice, hamiltonian, J2: the model's coupling) -> energy per site, by their earlier name.
 LITERATURE_ENERGY_PER_SITE = {key: references.ENERGY_PER_SITE[key] for key in sorted(references.LITERATURE)}
 MAX_ED_SITES = 20
 
@@ -35,14 +35,13 @@ def reference(recipe, lattice, hamiltonian, energy: bool = True) -> tuple:
     """(energy or None, source) of :meth:`reference_energy`; ``energy=False`` skips the
     diagonalization and gives the source only."""
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
-    key = (lattice.name, recipe.hamiltonian, float(system_key(recipe, lattice)[2]) if recipe.hamiltonian == "j1j2"
-           else 0.0)
+    system = system_key(recipe, lattice)
+    key = (lattice.name, recipe.hamiltonian, system[2])  # the table's keys: (lattice, model, its coupling)
     if key in references.LITERATURE:
         return references.energy_per_site(*key) * lattice.n_sites, references.source(*key)
-    system = system_key(recipe, lattice)
     choice = sector_choice(recipe, lattice) if lattice.n_sites <= MAX_SEARCH_SITES else None
     if lattice.n_sites <= MAX_ED_SITES or (choice is not None and choice.ground_energy is not None):
-        whole = "every configuration" if recipe.hamiltonian == "tfim" else "the whole Sz = 0 space"
+        whole = "the whole Sz = 0 space" if system[1].sz_sector else "every configuration"
         source = f"exact diagonalization (scipy eigsh) of this lattice, without a symmetry sector ({whole})"
         if choice is not None and choice.holds_ground_state:
             source += f"; the symmetry sector of the network holds its ground state ({choice.chosen_by})"

@@ -9,8 +9,12 @@ import re
 import numpy as np
 
 from ..errors import FieldError, FieldTypeError
+from ..hamiltonians import HAMILTONIAN_NAMES
 
-HAMILTONIANS = ("heisenberg", "j1j2", "tfim")
+# the registered models (quantax_lite.hamiltonians), a live view: ('heisenberg', 'j1j2', 'tfim') and any added
+HAMILTONIANS = HAMILTONIAN_NAMES
+# the recipe's coupling fields (a registered model names one of them, or none)
+COUPLINGS = ("J2", "h")
 SYMMETRIES = ("none", "translations", "full")
 AMPLITUDES = ("auto", "positive", "signed", "complex")
 PHASE_RULES = ("auto", "none", "120")

@@ -17,8 +17,9 @@ import numpy as np
 from ..errors import FieldError, FieldTypeError
 from .._validate import finite_number, positive_int
 from .. import sign_rules
+from ..hamiltonians import hamiltonian_entry, hamiltonian_names
 from ..lattice import parse_lattice
-from .fields import AUTO, MAX_EXACT_SUM_STATES, is_auto, momentum_text
+from .fields import AUTO, COUPLINGS, MAX_EXACT_SUM_STATES, is_auto, momentum_text
 from .sector import SectorChoice, choose_sector, hamiltonian_of, sector_group, wave_vector
 from .stages import n_eval_samples, symmetry_at, symmetry_stages
 
@@ -37,13 +38,36 @@ FRUSTRATED_INIT_SCALE = 0.3
 # (the sector fields' None: k = 0, spin parity not imposed with translations, +1 with full).
 
 
+def model(recipe):
+    """The registered model of ``hamiltonian`` (:func:`~quantax_lite.hamiltonians.hamiltonian_entry`)."""
+    return hamiltonian_entry(recipe.hamiltonian)
+
+
+def coupling(recipe) -> float:
+    """The model's coupling: its field (``J2``, ``h``) as given, else the model's default
+    (0.0 for a model without one)."""
+    entry = model(recipe)
+    value = None if entry.coupling is None else getattr(recipe, entry.coupling)
+    return float(entry.default if value is None else value)
+
+
+def check_couplings(recipe) -> None:
+    """Each coupling field given only for the model that takes it."""
+    entry = model(recipe)
+    if entry.coupling is not None and entry.coupling not in COUPLINGS:
+        raise FieldError("hamiltonian", f"hamiltonian: {recipe.hamiltonian!r} takes its coupling from the field "
+                         f"{entry.coupling!r}, which a recipe does not have (its couplings: {COUPLINGS}).")
+    for field in COUPLINGS:
+        if getattr(recipe, field) is not None and entry.coupling != field:
+            owners = " or ".join(repr(n) for n in hamiltonian_names() if hamiltonian_entry(n).coupling == field)
+            raise FieldError(field, f"{field}: applies to hamiltonian {owners or 'none registered'} only, not "
+                             f"{recipe.hamiltonian!r}.")
+
+
 def check(recipe) -> None:
     """The checks of a recipe that involve more than one field (``ValueError`` /
     ``TypeError`` naming a field); normalizes the network options and the sector fields."""
-    if recipe.hamiltonian != "j1j2" and recipe.J2 is not None:
-        raise FieldError("J2", f"J2: applies to hamiltonian 'j1j2' only, not {recipe.hamiltonian!r}.")
-    if recipe.hamiltonian != "tfim" and recipe.h is not None:
-        raise FieldError("h", f"h: applies to hamiltonian 'tfim' only, not {recipe.hamiltonian!r}.")
+    check_couplings(recipe)
     if not (recipe.chunk_size is None or isinstance(recipe.chunk_size, str) and recipe.chunk_size == "auto"):
         if recipe.memory_budget is not None:
             raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
@@ -54,7 +78,7 @@ def check(recipe) -> None:
     check_exact_sum(recipe, lattice)
     check_sector(recipe, lattice)
     check_phase_rule(recipe, lattice)
-    if recipe.hamiltonian != "tfim" and lattice.n_sites % 2:
+    if model(recipe).sz_sector and lattice.n_sites % 2:
         raise FieldError("lattice",
             f"lattice: {lattice.name} has {lattice.n_sites} sites; the {recipe.hamiltonian} model is "
             "sampled in the Sz = 0 sector, which needs an even number of sites."
@@ -136,7 +160,7 @@ def check_exact_sum(recipe, lattice) -> None:
     from ..hilbert import sector_size
 
     n = lattice.n_sites
-    n_states = sector_size(n, 0 if recipe.hamiltonian != "tfim" and n % 2 == 0 else None)
+    n_states = sector_size(n, 0 if model(recipe).sz_sector and n % 2 == 0 else None)
     if n_states > MAX_EXACT_SUM_STATES:
         raise FieldError("sampling", f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
                          f"more than {MAX_EXACT_SUM_STATES}; use 'metropolis'.")
@@ -199,9 +223,11 @@ def check_sector(recipe, lattice) -> None:
 def check_phase_rule(recipe, lattice) -> None:
     if recipe.phase_rule != "120":
         return
-    if recipe.hamiltonian == "tfim":
-        raise FieldError("phase_rule", "phase_rule: '120' is a rule for the Heisenberg / J1-J2 models, not for tfim; use "
-                         "'none' or 'auto'.")
+    if not model(recipe).antiferromagnet:
+        models = " / ".join(hamiltonian_entry(n).title.removesuffix(" model") for n in hamiltonian_names()
+                            if hamiltonian_entry(n).antiferromagnet)
+        raise FieldError("phase_rule", f"phase_rule: '120' is a rule for the {models} models, not for "
+                         f"{recipe.hamiltonian}; use 'none' or 'auto'.")
     if recipe.amplitude in ("positive", "signed"):
         raise FieldError("phase_rule", f"phase_rule: '120' gives complex amplitudes, which amplitude {recipe.amplitude!r} "
                          "cannot hold; use amplitude 'complex' or 'auto', or phase_rule 'none'.")
@@ -223,7 +249,7 @@ def phase_rule_kind(recipe, lattice=None) -> str:
     if recipe.phase_rule != "auto":
         return recipe.phase_rule
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
-    if (recipe.hamiltonian != "tfim" and recipe.amplitude in ("auto", "complex")
+    if (model(recipe).antiferromagnet and recipe.amplitude in ("auto", "complex")
             and sign_rules.default_rule(lattice) == "120"):
         return "120"
     return "none"
@@ -262,13 +288,15 @@ def given_sector_trivial(recipe, lattice) -> bool:
 
 def frustration(recipe, lattice=None) -> str | None:
     """The kind of frustration that picks the 'auto' optimizer settings
-    (:data:`MEASURED_OPTIMIZER`): 'j1j2' (hamiltonian j1j2 with J2 != 0), 'triangular' or
-    'kagome' (Heisenberg on those lattices), None otherwise (tfim included)."""
+    (:data:`MEASURED_OPTIMIZER`): the model's own with a nonzero coupling ('j1j2': hamiltonian
+    j1j2 with J2 != 0), else 'triangular' or 'kagome' (an antiferromagnet, Heisenberg, on
+    those lattices), None otherwise (tfim included)."""
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
-    if recipe.hamiltonian == "tfim":
+    entry = model(recipe)
+    if entry.frustration is not None and entry.frustration in MEASURED_OPTIMIZER and coupling(recipe) != 0:
+        return entry.frustration
+    if not entry.antiferromagnet:
         return None
-    if recipe.hamiltonian == "j1j2" and (0.5 if recipe.J2 is None else recipe.J2) != 0:
-        return "j1j2"
     return lattice.kind if lattice.frustrated and lattice.kind in MEASURED_OPTIMIZER else None
 
 
@@ -318,12 +346,12 @@ def system(recipe, iteration: int = 0):
 
 
 def system_key(recipe, lattice) -> tuple:
-    """``(lattice, hamiltonian, coupling, marshall)``: hashable, what the Hamiltonian is
-    made of (:func:`hamiltonian_of`)."""
-    if recipe.hamiltonian == "tfim":
-        return lattice, "tfim", float(1.0 if recipe.h is None else recipe.h), False
-    j2 = float(0.5 if recipe.J2 is None else recipe.J2) if recipe.hamiltonian == "j1j2" else 0.0
-    return lattice, recipe.hamiltonian, j2, bool(sign_rules.has_marshall_rule(lattice) and recipe.marshall)
+    """``(lattice, model, coupling, marshall)``: hashable, what the Hamiltonian is made of
+    (:func:`hamiltonian_of`): the registered model, its :func:`coupling`, and whether the
+    Marshall sign is on (a model it applies to, a bipartite lattice, ``marshall``)."""
+    entry = model(recipe)
+    marshall = entry.marshall and sign_rules.has_marshall_rule(lattice) and recipe.marshall
+    return lattice, entry, coupling(recipe), bool(marshall)
 
 
 def sector_fields(recipe, lattice=None, hamiltonian=None) -> tuple:
@@ -407,19 +435,16 @@ def amplitude_kind(recipe, hamiltonian) -> str:
     """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
     if recipe.amplitude != "auto":
         return recipe.amplitude
-    if not trivial_sector(recipe, hamiltonian.lattice):
+    lattice = hamiltonian.lattice if getattr(hamiltonian, "lattice", None) is not None else parse_lattice(recipe.lattice)
+    if not trivial_sector(recipe, lattice):
         # characters other than 1: no positive wavefunction; a free phase (complex
         # characters need one anyway)
         return "complex"
-    if recipe.hamiltonian == "tfim":
-        # -h sx: non-positive off-diagonal elements (a positive ground state) for a field
-        # >= 0, which the sign-rule basis gives for any h
-        return "positive" if hamiltonian.field >= 0 else "signed"
-    if recipe.hamiltonian == "heisenberg" and hamiltonian.marshall_sign:
+    if model(recipe).picks_positive(hamiltonian):  # a basis that makes the ground state positive
         return "positive"
-    if phase_rule_kind(recipe, hamiltonian.lattice) == "120":
+    if phase_rule_kind(recipe, lattice) == "120":
         return "complex"
-    if init_scale(recipe, hamiltonian.lattice, hamiltonian) is not None:
+    if init_scale(recipe, lattice, hamiltonian) is not None:
         # frustrated lattices, from a random start: a free phase went far lower than
         # the signed network in short runs on 12-site triangular and kagome clusters
         return "complex"
@@ -434,7 +459,7 @@ def init_scale(recipe, lattice, hamiltonian) -> float | None:
     gradient vanishes, so the network starts from a random state
     (:data:`FRUSTRATED_INIT_SCALE`). With the 120-degree phase rule the uniform state
     is the coplanar ordered state instead, a good start: None there."""
-    if (recipe.hamiltonian == "tfim" or getattr(hamiltonian, "marshall_sign", False)
+    if (not model(recipe).antiferromagnet or getattr(hamiltonian, "marshall_sign", False)
             or phase_rule_kind(recipe, lattice) == "120"):
         return None
     return FRUSTRATED_INIT_SCALE if lattice.frustrated else None

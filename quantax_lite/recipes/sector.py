@@ -1,7 +1,7 @@
 """The symmetry sector of a recipe's network: :class:`SectorChoice`, the group of a sector,
 and how an 'auto' sector is chosen (a sign rule's positive ground state, or the ground state
 of the whole space by exact diagonalization, :mod:`quantax_lite.ground_sector`). Functions
-of a hashable system ``(lattice, hamiltonian name, coupling, marshall)``
+of a hashable system ``(lattice, registered model, coupling, marshall)``
 (:func:`~quantax_lite.recipes.resolve.system_key`), cached per process."""
 from __future__ import annotations
 
@@ -51,27 +51,18 @@ def wave_vector(lattice, m):
     return (m / np.asarray(lattice.shape, np.float64)) @ lattice.reciprocal_vectors
 
 
-def hamiltonian_of(lattice, name: str, coupling: float, marshall: bool):
-    """The Hamiltonian of :func:`system_key`: tfim with field ``coupling`` (in the
-    sign-rule basis), else Heisenberg with ``J2 = coupling`` and the Marshall sign or not."""
-    from ..operators import Heisenberg, TransverseFieldIsing
-
-    if name == "tfim":
-        # for h < 0 the basis rotated by prod sz (same spectrum) makes the ground state positive
-        return TransverseFieldIsing(lattice, J=1.0, h=coupling, sign_rule=True)
-    return Heisenberg(lattice, J1=1.0, J2=coupling, marshall_sign=marshall)
+def hamiltonian_of(lattice, entry, coupling: float, marshall: bool):
+    """The Hamiltonian of :func:`system_key`: the registered model ``entry``
+    (:class:`~quantax_lite.hamiltonians.HamiltonianEntry`) on ``lattice`` with its coupling
+    and the Marshall sign or not."""
+    return entry.build(lattice, coupling, marshall)
 
 
 def _sign_free(system: tuple) -> str | None:
     """Why the ground state of the system of :func:`system_key` is positive in the
     network's basis (so in the sector of characters 1 of every symmetry), or None."""
-    lattice, name, coupling, marshall = system
-    if name == "tfim":
-        return "the transverse-field Ising model in its sign-rule basis has a positive ground state"
-    if coupling == 0 and marshall:
-        return (f"Marshall's sign rule on the bipartite lattice {lattice.name} makes the ground state positive in "
-                "the network's basis")
-    return None
+    lattice, entry, coupling, marshall = system
+    return entry.why_sign_free(lattice, coupling, marshall)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +185,12 @@ def choose_sector(system: tuple, stage: str, momentum, spin_parity, rotation_par
     fields = (None if decide[0] and wave_vector(lattice, m) is None else m,
               None if decide[1] and p == 1 else p, None if decide[2] and r == 1 else r)
     n_states = len(ground[2])
+    space = "the whole Sz = 0 space" if system[1].sz_sector else "the whole space"
     if found.holds_ground_state:
-        reason = (f"the ground state of the whole Sz = 0 space ({n_states} configurations, E0 = "
+        reason = (f"the ground state of {space} ({n_states} configurations, E0 = "
                   f"{found.ground_energy:.8f}) lies in this sector")
     else:
-        reason = (f"no sector these fields can express holds the ground state of the whole Sz = 0 space (E0 = "
+        reason = (f"no sector these fields can express holds the ground state of {space} (E0 = "
                   f"{found.ground_energy:.8f}); this one has the lowest energy of its own, {found.sector_energy:.8f}")
     return choice(fields, "exact diagonalization", reason, ground_energy=found.ground_energy,
                   sector_energy=found.sector_energy, holds_ground_state=found.holds_ground_state)

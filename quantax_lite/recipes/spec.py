@@ -15,7 +15,8 @@ from ..errors import FieldError, FieldTypeError, concerning
 from .._validate import finite_number, positive_int
 from ..memory import check_memory_budget
 from . import energies, resolve, schema, stages
-from .fields import (AMPLITUDES, AUTO, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
+from ..hamiltonians import hamiltonian_entry
+from .fields import (AMPLITUDES, AUTO, COUPLINGS, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
                      check_choice, check_seed, float_or_auto, int_or_auto, int_or_float, is_auto, momentum_text,
                      network_option, parity_or_auto, parse_symmetry)
 
@@ -23,6 +24,11 @@ SECTOR_AUTO_HELP = ("auto: the sector of the ground state of the whole Sz = 0 sp
                      "diagonalization up to 24 sites (ground_sector.MAX_SEARCH_SITES), of characters 1 where a "
                      "sign rule makes that ground state positive and above 24 sites; the run prints what it "
                      "chose and why")
+
+
+# the models registered when the recipe is defined, in the help of `hamiltonian` (its
+# choices are every registered one, HAMILTONIANS)
+MODELS_HELP = "; ".join(f"{name}: {hamiltonian_entry(name).help}" for name in HAMILTONIANS)
 
 
 def recipe_field(default, kind, group, help, choices=None):
@@ -40,8 +46,7 @@ class Recipe:
                                 "6x4), a chain 'chain:L', or L1 x L2 unit cells of a triangular (1 site per cell), "
                                 "honeycomb (2) or kagome (3) lattice: 'triangular:6x6', 'honeycomb:3x3', 'kagome:2x3' "
                                 "(or a quantax_lite Lattice)")
-    hamiltonian: str = recipe_field("heisenberg", str, "system", "heisenberg: H = J1 sum S.S; j1j2: adds J2 on "
-                                    "next-nearest bonds; tfim: H = -sum sz sz - h sum sx (Pauli units)", HAMILTONIANS)
+    hamiltonian: str = recipe_field("heisenberg", str, "system", MODELS_HELP, HAMILTONIANS)
     J2: float | None = recipe_field(None, float, "system", "next-nearest coupling, j1j2 only (default: 0.5)")
     h: float | None = recipe_field(None, float, "system", "transverse field, tfim only (default: 1.0)")
     marshall: bool = recipe_field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2) where the lattice "
@@ -164,7 +169,7 @@ class Recipe:
         check_choice(self.precision, "precision", PRECISIONS)
         check_choice(self.sampling, "sampling", SAMPLINGS)
         check_choice(self.norm, "norm", NORMS)
-        for name in ("J2", "h"):
+        for name in COUPLINGS:
             if getattr(self, name) is not None:
                 finite_number(getattr(self, name), name)
         positive_int(self.samples, "samples")
