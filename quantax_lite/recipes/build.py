@@ -21,6 +21,7 @@ from ..preconditioners import spring, sr
 from ..sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
 from ..vmc import VMC
 from .fields import MAX_EXACT_SUM_STATES, seed_key
+from .resources import Resources
 from .spec import Recipe
 from .stages import symmetry_stages
 
@@ -102,10 +103,12 @@ def _check_stages(recipe: Recipe) -> None:
                              f"(or another amplitude kind) than that of {first[0]!r}, so they cannot carry over.")
 
 
-def build(recipe: Recipe, iteration: int = 0) -> Run:
+def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = None) -> Run:
     """The model, sampler, driver and first state of ``recipe`` on every device, for the
     stage of its ``symmetry`` at ``iteration`` (:meth:`Recipe.symmetry_at`; the state is
     that of iteration 0 whatever the stage: :func:`switch_stage` carries a run's state over).
+    ``resources`` (:class:`~quantax_lite.recipes.resources.Resources`): how memory is bounded;
+    default the recipe's own (``recipe.resources``: its ``chunk_size`` and ``memory_budget``).
 
     Raises ``ValueError`` naming ``chains`` when the chains cannot be split over the
     devices, naming ``symmetry`` when the stages' networks differ in their parameters.
@@ -116,6 +119,10 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
 
     if not isinstance(recipe, Recipe):
         raise FieldTypeError("recipe", f"recipe: expected a Recipe, got {type(recipe).__name__}.")
+    if resources is None:
+        resources = recipe.resources
+    elif not isinstance(resources, Resources):
+        raise FieldTypeError("resources", f"resources: expected a Resources, got {type(resources).__name__}.")
     recipe = recipe.resolved()  # every 'auto' decided once (the sector, network size, optimizer)
     n_devices = jax.device_count()
     chains = recipe.n_chains(n_devices)
@@ -140,8 +147,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
         sweep = recipe.sweep_size or max(1, lattice.n_sites // 2)
     else:
         rule, sweep = LocalFlip(), recipe.sweep_size or lattice.n_sites
-    # the sampler's calls (one configuration per chain) are chunked only by an int chunk_size
-    fixed_chunk = None if recipe.chunk_size in (None, "auto") else recipe.chunk_size
+    fixed_chunk = resources.fixed_chunk  # the sampler's calls (one configuration per chain): an int chunk_size only
     if recipe.sampling == "exact_sum":
         # one row per orbit of this stage's group (its network is symmetric under it)
         sampler = FullSumSampler(model.apply, lattice.n_sites, total_sz=0 if ham.conserves_sz else None,
@@ -157,7 +163,7 @@ def build(recipe: Recipe, iteration: int = 0) -> Run:
         preconditioner = spring(preconditioner, sr_momentum)
     n_samples = None if recipe.sampling == "exact_sum" else recipe.samples_at(iteration)
     vmc = VMC(ham, sampler, optax.sgd(schedule), n_samples, preconditioner=preconditioner,
-              chunk_size=recipe.chunk_size, memory_budget=recipe.memory_budget)
+              chunk_size=resources.chunk_size, memory_budget=resources.memory_budget)
     return Run(recipe, lattice, ham, group, model, sampler, vmc, vmc.init(k_chains, params), count_params(params))
 
 

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ..errors import FieldError
 from .build import Run, build, switch_stage
+from .resources import RESOURCE_FIELDS
 from .schema import FIELDS_OF_EARLIER_RUNS, migrate  # noqa: F401  (FIELDS_OF_EARLIER_RUNS: read with the runs)
 from .spec import Recipe
 
@@ -51,7 +52,7 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
     if not isinstance(config, dict) or "lattice" not in config:
         raise FieldError("out_dir", f"out_dir: {path} records no recipe (written by vmc.run, not by quantax-lite train); "
                          "rebuild its driver and use checkpoint.load_latest_checkpoint.")
-    names = {f.name for f in dataclasses.fields(Recipe)} - {"chunk_size", "memory_budget"}
+    names = {f.name for f in dataclasses.fields(Recipe)} - set(RESOURCE_FIELDS)
     fields = migrate(config, names, where=path)
     recipe = Recipe(**fields, chunk_size=chunk_size, memory_budget=memory_budget)
     if "momentum_readout" not in config and not recipe.has_momentum():  # at k = 0 no choice is recorded

@@ -20,6 +20,7 @@ from .. import sign_rules
 from ..hamiltonians import hamiltonian_entry, hamiltonian_names
 from ..lattice import parse_lattice
 from .fields import AUTO, COUPLINGS, MAX_EXACT_SUM_STATES, is_auto, momentum_text
+from .resources import check_budget_applies
 from .sector import SectorChoice, choose_sector, hamiltonian_of, sector_group, wave_vector
 from .stages import n_eval_samples, symmetry_at, symmetry_stages
 
@@ -68,10 +69,7 @@ def check(recipe) -> None:
     """The checks of a recipe that involve more than one field (``ValueError`` /
     ``TypeError`` naming a field); normalizes the network options and the sector fields."""
     check_couplings(recipe)
-    if not (recipe.chunk_size is None or isinstance(recipe.chunk_size, str) and recipe.chunk_size == "auto"):
-        if recipe.memory_budget is not None:
-            raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
-                             f"{recipe.chunk_size} the chunk is used as given, so give one or the other.")
+    check_budget_applies(recipe.chunk_size, recipe.memory_budget)
     check_full_stage(recipe)
     lattice = parse_lattice(recipe.lattice)
     check_network(recipe)

@@ -14,6 +14,7 @@ import warnings
 
 from ..errors import FieldError
 from ..lattice import parse_lattice
+from .resources import RESOURCE_FIELDS
 
 # the version of the form config_of writes; configs without one are of version 1
 SCHEMA_VERSION = 2
@@ -26,11 +27,11 @@ FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None
 # library now makes itself (quantax_lite.tuning). A run recording one is read with a warning.
 OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
 # Options of the command that say how a run is carried out, not what it computes; earlier
-# versions recorded some of them with the recipe. Ignored where a run records one.
+# versions recorded some of them with the recipe (the resources among them). Ignored where a
+# run records one.
 RUN_CONTROL_OPTIONS = frozenset({"iters", "out", "resume", "restart", "checkpoint_every", "keep_checkpoints",
                                  "time_limit", "no_progress", "measure", "coordinator", "num_processes",
-                                 "process_id", "init_timeout", "distributed", "command", "chunk_size",
-                                 "memory_budget"})
+                                 "process_id", "init_timeout", "distributed", "command", *RESOURCE_FIELDS})
 
 
 def check_schema_version(version) -> None:

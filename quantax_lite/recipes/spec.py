@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..errors import FieldError, FieldTypeError, concerning
+from ..errors import FieldError, concerning
 from .._validate import finite_number, positive_int
 from ..memory import check_memory_budget
 from . import energies, resolve, schema, stages
+from .resources import Resources, check_chunk_size
 from ..hamiltonians import hamiltonian_entry
 from .fields import (AMPLITUDES, AUTO, COUPLINGS, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
                      check_choice, check_seed, float_or_auto, int_or_auto, int_or_float, is_auto, momentum_text,
@@ -174,12 +175,7 @@ class Recipe:
                 finite_number(getattr(self, name), name)
         positive_int(self.samples, "samples")
         check_seed(self.seed)
-        if not (self.chunk_size is None or isinstance(self.chunk_size, str) and self.chunk_size == "auto"):
-            try:
-                positive_int(self.chunk_size, "chunk_size")
-            except (TypeError, ValueError) as err:
-                kind = FieldTypeError if isinstance(err, TypeError) else FieldError
-                raise kind("chunk_size", f"chunk_size: expected a positive int or 'auto', got {self.chunk_size!r}") from None
+        check_chunk_size(self.chunk_size)  # the resources' own checks (resources.Resources)
         check_memory_budget(self.memory_budget)
         for name in ("chains", "sweep_size", "eval_samples", "channels", "kernel_size"):
             if getattr(self, name) is not None and not is_auto(getattr(self, name)):
@@ -199,6 +195,12 @@ class Recipe:
                                                   and self.sr_momentum < 1):
             raise FieldError("sr_momentum", f"sr_momentum: expected a number in [0, 1) or 'auto', got {self.sr_momentum!r}.")
         resolve.check(self)  # the checks across fields
+
+    @property
+    def resources(self) -> Resources:
+        """How the run bounds its memory (``chunk_size``, ``memory_budget``), apart from its
+        physics: :class:`~quantax_lite.recipes.resources.Resources`."""
+        return Resources(self.chunk_size, self.memory_budget)
 
     def network_config(self, lattice=None) -> dict:
         """The options of the network (``network_options``; for the conv network its fields,

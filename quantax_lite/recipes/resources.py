@@ -1,0 +1,69 @@
+"""How a run bounds its memory, kept apart from what it computes: :class:`Resources`.
+
+A recipe's physics does not depend on them (a run may be continued or measured on another
+machine with others); :func:`~quantax_lite.recipes.build.build` takes them beside the recipe
+(``build(recipe, resources=Resources(chunk_size=64))``). The flat form keeps them as the
+recipe's fields ``chunk_size`` and ``memory_budget`` (``recipe.resources``), checked here.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .._validate import positive_int
+from ..errors import FieldError, FieldTypeError, concerning
+from ..memory import check_memory_budget
+
+
+def is_auto_chunk(chunk_size) -> bool:
+    """Whether ``chunk_size`` leaves the chunks to the library: 'auto' or None."""
+    return chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto"
+
+
+def check_chunk_size(chunk_size) -> None:
+    """'auto', None or a positive int; ``TypeError`` / ``ValueError`` naming ``chunk_size`` otherwise."""
+    if is_auto_chunk(chunk_size):
+        return
+    try:
+        positive_int(chunk_size, "chunk_size")
+    except (TypeError, ValueError) as err:
+        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
+        raise kind("chunk_size", f"chunk_size: expected a positive int or 'auto', got {chunk_size!r}") from None
+
+
+def check_budget_applies(chunk_size, memory_budget) -> None:
+    """``ValueError`` naming ``memory_budget`` when one is given with a fixed ``chunk_size``
+    (a budget caps the chunks of 'auto' only)."""
+    if not is_auto_chunk(chunk_size) and memory_budget is not None:
+        raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
+                         f"{chunk_size} the chunk is used as given, so give one or the other.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """How a run bounds its memory, checked on construction (errors name the field).
+
+    chunk_size: samples per device per chunk of local energies and Jacobians; 'auto' (or
+      None): the library's chunks, each at most the largest whose compiled program fits
+      ``memory_budget``; an int: as given (the sampler's calls are chunked by it too).
+    memory_budget: memory per device for 'auto' chunks: bytes (a number > 1) or a fraction
+      of the device's memory (<= 1); None: the device's memory.
+    """
+
+    chunk_size: int | str | None = "auto"
+    memory_budget: float | None = None
+
+    def __post_init__(self):
+        with concerning():
+            check_chunk_size(self.chunk_size)
+            check_memory_budget(self.memory_budget)
+            check_budget_applies(self.chunk_size, self.memory_budget)
+
+    @property
+    def fixed_chunk(self) -> int | None:
+        """The chunk of the sampler's calls (one configuration per chain): the int
+        ``chunk_size``, None with 'auto'."""
+        return None if is_auto_chunk(self.chunk_size) else self.chunk_size
+
+
+# the recipe's fields that are resources, not physics (not part of what a run computes)
+RESOURCE_FIELDS = tuple(f.name for f in dataclasses.fields(Resources))
