@@ -19,13 +19,15 @@ The package, one concept per module (each imports only those above it):
 
 - :mod:`.fields`: the values fields take and their command-line forms (``parse_symmetry``,
   ``network_option``, ``check_seed``, ...);
+- :mod:`.resources`: :class:`Resources`, how a run bounds its memory (``chunk_size``,
+  ``memory_budget``), apart from the physics;
 - :mod:`.stages`: the stage schedule (group, samples, chains, learning rate per step);
 - :mod:`.sector`: symmetry sectors and how an 'auto' one is chosen (:class:`SectorChoice`);
 - :mod:`.resolve`: every 'auto' decided, and the checks across fields;
 - :mod:`.energies`: reference energies and the sector's lowest energy;
+- :mod:`.plan`: :class:`Plan`, every decision of a recipe made once (:func:`make_plan`,
+  ``Recipe.plan()``), which :func:`build` reads;
 - :mod:`.schema`: the recorded form (``config()``), its version and migrations;
-- :mod:`.resources`: :class:`Resources`, how a run bounds its memory (``chunk_size``,
-  ``memory_budget``), apart from the physics;
 - :mod:`.spec`: :class:`Recipe`, the data, each field checked on its own;
 - :mod:`.build`: :func:`build`, :func:`switch_stage`, :class:`Run`, :func:`physical_basis`;
 - :mod:`.persist`: run folders read back (:func:`recipe_of_run`, :func:`load_run`);
@@ -44,6 +46,7 @@ from .fields import (AMPLITUDES, AUTO, HAMILTONIANS, MAX_EXACT_SUM_STATES, MOMEN
 from .persist import LoadedRun, load_run, recipe_of_run
 from .resolve import AUTO_FIELDS, FRUSTRATED_INIT_SCALE, MEASURED_OPTIMIZER
 from .schema import (FIELDS_OF_EARLIER_RUNS, OPTIONS_OF_EARLIER_VERSIONS, RUN_CONTROL_OPTIONS, SCHEMA_VERSION)
+from .plan import Plan, make_plan
 from .resources import Resources
 from .sector import SectorChoice
 from .spec import Recipe
@@ -51,5 +54,5 @@ from .stages import default_chains
 
 __all__ = ["Recipe", "Run", "build", "parse_lattice", "network_option", "LITERATURE_ENERGY_PER_SITE", "LoadedRun", "load_run",
            "recipe_of_run", "physical_basis", "parse_symmetry", "switch_stage", "SectorChoice", "AUTO_FIELDS",
-           "MEASURED_OPTIMIZER", "SCHEMA_VERSION", "presets", "Resources"]
+           "MEASURED_OPTIMIZER", "SCHEMA_VERSION", "presets", "Resources", "Plan", "make_plan"]
 

@@ -1,8 +1,8 @@
 """A recipe made into a run: the network from the registry with its head, phase rule and
 projection, the sampler and its rule, the driver and its first state (:func:`build`); a
 state carried over to another symmetry stage (:func:`switch_stage`); the plain spin basis
-of a run's wavefunction (:func:`physical_basis`). Construction only: what 'auto' decides
-comes from :mod:`~quantax_lite.recipes.resolve` (``recipe.resolved()``)."""
+of a run's wavefunction (:func:`physical_basis`). Construction only: every decision comes
+from the recipe's plan (:func:`~quantax_lite.recipes.plan.make_plan`, ``recipe.plan()``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,9 +21,11 @@ from ..preconditioners import spring, sr
 from ..sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
 from ..vmc import VMC
 from .fields import MAX_EXACT_SUM_STATES, seed_key
+from .plan import Plan
+from .resolve import stage_group
 from .resources import Resources
 from .spec import Recipe
-from .stages import symmetry_stages
+from .stages import symmetry_at, symmetry_stages
 
 
 class Run(NamedTuple):
@@ -42,15 +44,21 @@ class Run(NamedTuple):
 
 
 def make_run_network(recipe: Recipe, lattice, ham, group, kind: str):
-    """The network of ``recipe`` (its registered ``network`` with :meth:`Recipe.network_config`)
-    with the head ``kind``, its phase rule and the projection on ``group``."""
-
-
+    """The network of ``recipe`` with the head ``kind`` and the projection on ``group``: its
+    registered ``network`` with the options, readout, phase rule and initialization scale of
+    its plan (``recipe.plan()``; ``lattice`` and ``ham`` are the recipe's own, of
+    :meth:`Recipe.system`)."""
+    plan = recipe.plan()
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
-    readout = "origin" if recipe.momentum_readout == "origin" and recipe.has_momentum() else None
-    return make_network(lattice, group, recipe.network, recipe.network_config(lattice), amplitude=kind,
-                        readout=readout, site_phases=recipe.site_phases(lattice),
-                        final_scale=recipe.init_scale(lattice, ham), dtype=dtype)
+    return make_network(lattice, group, recipe.network, plan.network_options, amplitude=kind, readout=plan.readout,
+                        site_phases=plan.site_phases(), final_scale=plan.init_scale, dtype=dtype)
+
+
+def stage_system(plan: Plan, iteration: int = 0):
+    """``(lattice, hamiltonian, symmetry)`` of the plan's stage at ``iteration`` (symmetry
+    None for 'none'; ``ValueError`` naming ``symmetry`` when the group does not fit)."""
+    stage = symmetry_at(plan.recipe, iteration)
+    return plan.lattice, plan.make_hamiltonian(), stage_group(plan.lattice, stage, plan.sector.fields)
 
 
 
@@ -78,16 +86,15 @@ def _check_sector_holds_states(recipe: Recipe, stage: str, lattice, ham, group) 
                          f"{lattice.name}: every wavefunction with that symmetry vanishes; choose another sector.")
 
 
-def _check_stages(recipe: Recipe) -> None:
+def _check_stages(plan: Plan) -> None:
     """Every stage of a staged ``symmetry`` has the same amplitude kind and parameter
     structure (shapes, dtypes), so its parameters and optimizer state carry over;
     ``ValueError`` naming ``symmetry`` otherwise."""
-
+    recipe, kind = plan.recipe, plan.amplitude
     shapes = {}
-    for name, start in symmetry_stages(recipe):
-        lattice, ham, group = recipe.system(start)
+    for name, start in plan.stages:
+        lattice, ham, group = stage_system(plan, start)
         _check_sector_holds_states(recipe, name, lattice, ham, group)
-        kind = recipe.amplitude_kind(ham)
         try:
             model = make_run_network(recipe, lattice, ham, group, kind)
         except ValueError as err:
@@ -104,11 +111,13 @@ def _check_stages(recipe: Recipe) -> None:
 
 
 def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = None) -> Run:
-    """The model, sampler, driver and first state of ``recipe`` on every device, for the
-    stage of its ``symmetry`` at ``iteration`` (:meth:`Recipe.symmetry_at`; the state is
-    that of iteration 0 whatever the stage: :func:`switch_stage` carries a run's state over).
+    """The model, sampler, driver and first state of ``recipe`` (a :class:`Recipe` or its
+    :class:`~quantax_lite.recipes.plan.Plan`) on every device, for the stage of its
+    ``symmetry`` at ``iteration`` (:meth:`Recipe.symmetry_at`; the state is that of
+    iteration 0 whatever the stage: :func:`switch_stage` carries a run's state over). Every
+    decision is read from the plan (``recipe.plan()``); ``Run.recipe`` is its resolved recipe.
     ``resources`` (:class:`~quantax_lite.recipes.resources.Resources`): how memory is bounded;
-    default the recipe's own (``recipe.resources``: its ``chunk_size`` and ``memory_budget``).
+    default the plan's (the recipe's ``chunk_size`` and ``memory_budget``).
 
     Raises ``ValueError`` naming ``chains`` when the chains cannot be split over the
     devices, naming ``symmetry`` when the stages' networks differ in their parameters.
@@ -117,13 +126,17 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
     """
 
 
-    if not isinstance(recipe, Recipe):
+    if isinstance(recipe, Recipe):
+        plan = recipe.plan()  # every 'auto' decided once (the sector, network size, optimizer, ...)
+    elif isinstance(recipe, Plan):
+        plan = recipe
+    else:
         raise FieldTypeError("recipe", f"recipe: expected a Recipe, got {type(recipe).__name__}.")
     if resources is None:
-        resources = recipe.resources
+        resources = plan.resources
     elif not isinstance(resources, Resources):
         raise FieldTypeError("resources", f"resources: expected a Resources, got {type(resources).__name__}.")
-    recipe = recipe.resolved()  # every 'auto' decided once (the sector, network size, optimizer)
+    recipe = plan.recipe
     n_devices = jax.device_count()
     chains = recipe.n_chains(n_devices)
     if recipe.sampling == "metropolis":
@@ -134,12 +147,12 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
                         ("eval_samples", recipe.n_eval_samples)):
             if n is not None and n % chains:
                 raise FieldError(name, f"{name}: {n} must be a multiple of chains ({chains}).")
-    lattice, ham, group = recipe.system(iteration)
-    if len(symmetry_stages(recipe)) > 1:
-        _check_stages(recipe)  # every stage, its sector included
+    lattice, ham, group = stage_system(plan, iteration)
+    if len(plan.stages) > 1:
+        _check_stages(plan)  # every stage, its sector included
     else:
         _check_sector_holds_states(recipe, recipe.symmetry, lattice, ham, group)
-    model = make_run_network(recipe, lattice, ham, group, recipe.amplitude_kind(ham))
+    model = make_run_network(recipe, lattice, ham, group, plan.amplitude)
     k_params, k_chains = jax.random.split(seed_key(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:
@@ -157,7 +170,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
         sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
                                     chunk_size=fixed_chunk)
     schedule = recipe.learning_rate(iteration)
-    sr_momentum, diag_shift = recipe.optimizer_settings(lattice)
+    sr_momentum, diag_shift = plan.optimizer
     preconditioner = sr(diag_shift=diag_shift, diag_scale=recipe.diag_scale)
     if sr_momentum:
         preconditioner = spring(preconditioner, sr_momentum)

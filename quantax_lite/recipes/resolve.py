@@ -4,8 +4,8 @@ Functions of a :class:`~quantax_lite.recipes.spec.Recipe` (its methods of the sa
 them): the sector (:func:`sector_choice`), the network's size and options
 (:func:`network_size`, :func:`network_config`), the optimizer settings
 (:func:`optimizer_settings`), the amplitude kind, the phase rule and the initialization
-scale; :func:`resolved` decides them once into the recipe a run records; :func:`check`
-runs the cross-field checks a recipe makes on construction."""
+scale; :func:`~quantax_lite.recipes.plan.make_plan` decides them once into a plan (with the
+recipe a run records); :func:`check` runs the cross-field checks a recipe makes on construction."""
 from __future__ import annotations
 
 import argparse
@@ -39,7 +39,7 @@ FRUSTRATED_INIT_SCALE = 0.3
 # (the sector fields' None: k = 0, spin parity not imposed with translations, +1 with full).
 
 
-def model(recipe):
+def model_entry(recipe):
     """The registered model of ``hamiltonian`` (:func:`~quantax_lite.hamiltonians.hamiltonian_entry`)."""
     return hamiltonian_entry(recipe.hamiltonian)
 
@@ -47,14 +47,14 @@ def model(recipe):
 def coupling(recipe) -> float:
     """The model's coupling: its field (``J2``, ``h``) as given, else the model's default
     (0.0 for a model without one)."""
-    entry = model(recipe)
+    entry = model_entry(recipe)
     value = None if entry.coupling is None else getattr(recipe, entry.coupling)
     return float(entry.default if value is None else value)
 
 
 def check_couplings(recipe) -> None:
     """Each coupling field given only for the model that takes it."""
-    entry = model(recipe)
+    entry = model_entry(recipe)
     if entry.coupling is not None and entry.coupling not in COUPLINGS:
         raise FieldError("hamiltonian", f"hamiltonian: {recipe.hamiltonian!r} takes its coupling from the field "
                          f"{entry.coupling!r}, which a recipe does not have (its couplings: {COUPLINGS}).")
@@ -76,7 +76,7 @@ def check(recipe) -> None:
     check_exact_sum(recipe, lattice)
     check_sector(recipe, lattice)
     check_phase_rule(recipe, lattice)
-    if model(recipe).sz_sector and lattice.n_sites % 2:
+    if model_entry(recipe).sz_sector and lattice.n_sites % 2:
         raise FieldError("lattice",
             f"lattice: {lattice.name} has {lattice.n_sites} sites; the {recipe.hamiltonian} model is "
             "sampled in the Sz = 0 sector, which needs an even number of sites."
@@ -158,7 +158,7 @@ def check_exact_sum(recipe, lattice) -> None:
     from ..hilbert import sector_size
 
     n = lattice.n_sites
-    n_states = sector_size(n, 0 if model(recipe).sz_sector and n % 2 == 0 else None)
+    n_states = sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None)
     if n_states > MAX_EXACT_SUM_STATES:
         raise FieldError("sampling", f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
                          f"more than {MAX_EXACT_SUM_STATES}; use 'metropolis'.")
@@ -221,7 +221,7 @@ def check_sector(recipe, lattice) -> None:
 def check_phase_rule(recipe, lattice) -> None:
     if recipe.phase_rule != "120":
         return
-    if not model(recipe).antiferromagnet:
+    if not model_entry(recipe).antiferromagnet:
         models = " / ".join(hamiltonian_entry(n).title.removesuffix(" model") for n in hamiltonian_names()
                             if hamiltonian_entry(n).antiferromagnet)
         raise FieldError("phase_rule", f"phase_rule: '120' is a rule for the {models} models, not for "
@@ -247,7 +247,7 @@ def phase_rule_kind(recipe, lattice=None) -> str:
     if recipe.phase_rule != "auto":
         return recipe.phase_rule
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
-    if (model(recipe).antiferromagnet and recipe.amplitude in ("auto", "complex")
+    if (model_entry(recipe).antiferromagnet and recipe.amplitude in ("auto", "complex")
             and sign_rules.default_rule(lattice) == "120"):
         return "120"
     return "none"
@@ -290,7 +290,7 @@ def frustration(recipe, lattice=None) -> str | None:
     j1j2 with J2 != 0), else 'triangular' or 'kagome' (an antiferromagnet, Heisenberg, on
     those lattices), None otherwise (tfim included)."""
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
-    entry = model(recipe)
+    entry = model_entry(recipe)
     if entry.frustration is not None and entry.frustration in MEASURED_OPTIMIZER and coupling(recipe) != 0:
         return entry.frustration
     if not entry.antiferromagnet:
@@ -335,19 +335,25 @@ def system(recipe, iteration: int = 0):
     lattice = parse_lattice(recipe.lattice)
     ham = hamiltonian_of(*system_key(recipe, lattice))
     stage = symmetry_at(recipe, iteration)
-    m, p, r = sector_fields(recipe, lattice, ham)
+    return lattice, ham, stage_group(lattice, stage, sector_fields(recipe, lattice, ham))
+
+
+def stage_group(lattice, stage: str, fields: tuple):
+    """The group of the stage ``stage`` in the sector ``fields`` (``(momentum, spin_parity,
+    rotation_parity)``, decided), or None for 'none'; ``ValueError`` naming ``symmetry``
+    when it does not fit the lattice."""
+    m, p, r = fields
     try:
-        group = sector_group(lattice, stage, wave_vector(lattice, m), p, r)
+        return sector_group(lattice, stage, wave_vector(lattice, m), p, r)
     except ValueError as err:
         raise FieldError("symmetry", f"symmetry: {stage!r} does not fit the lattice {lattice.name}: {err}") from None
-    return lattice, ham, group
 
 
 def system_key(recipe, lattice) -> tuple:
     """``(lattice, model, coupling, marshall)``: hashable, what the Hamiltonian is made of
     (:func:`hamiltonian_of`): the registered model, its :func:`coupling`, and whether the
     Marshall sign is on (a model it applies to, a bipartite lattice, ``marshall``)."""
-    entry = model(recipe)
+    entry = model_entry(recipe)
     marshall = entry.marshall and sign_rules.has_marshall_rule(lattice) and recipe.marshall
     return lattice, entry, coupling(recipe), bool(marshall)
 
@@ -377,56 +383,13 @@ def sector_choice(recipe, lattice=None, hamiltonian=None) -> "SectorChoice":
     fields express holds it, the one with the lowest energy of its own); above that the
     sector of characters 1 (k = 0), which is said. Computed once per process for each
     system and sector fields (the lattice and Hamiltonian default to :meth:`system`'s)."""
-    decided = getattr(recipe, "_decided", None)
-    if decided is not None:  # made by resolved(): how its 'auto' fields were decided
-        return decided[0]
+    plan = getattr(recipe, "_plan", None)
+    if plan is not None:  # planned (plan.make_plan): the sector as it was decided
+        return plan.sector
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
     stage = symmetry_stages(recipe)[-1][0]
     return choose_sector(system_key(recipe, lattice), stage, recipe.momentum, recipe.spin_parity,
                           recipe.rotation_parity, recipe.amplitude == "positive")
-
-
-def resolved(recipe) -> "Recipe":
-    """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided (:meth:`sector_choice`,
-    :meth:`network_size`, :meth:`optimizer_settings`): what a run records, so that it
-    reloads as the same run whatever later versions make of 'auto'. The recipe itself
-    where nothing is 'auto'. Its :meth:`sector_choice` still says how the sector was chosen."""
-    if not any(is_auto(getattr(recipe, f)) for f in AUTO_FIELDS):
-        return recipe
-    lattice = parse_lattice(recipe.lattice)
-    choice = sector_choice(recipe, lattice)
-    channels, depth = network_size(recipe, lattice) if recipe.network == "conv" else (recipe.channels, recipe.depth)
-    sr_momentum, diag_shift = optimizer_settings(recipe, lattice)
-    m, p, r = choice.fields
-    out = dataclasses.replace(recipe, momentum=m, spin_parity=p, rotation_parity=r, channels=channels, depth=depth,
-                              diag_shift=diag_shift, sr_momentum=sr_momentum)
-    object.__setattr__(out, "_decided", (choice, tuple(f for f in AUTO_FIELDS if is_auto(getattr(recipe, f)))))
-    return out
-
-
-def auto_decisions(recipe) -> list[str]:
-    """What 'auto' decided, one line each (the command prints them first): the sector
-    (where it was 'auto') with how and why, and the network and optimizer settings that
-    were 'auto'. Empty for a recipe with nothing 'auto' that :meth:`resolved` did not make."""
-    decided = getattr(recipe, "_decided", None)
-    recipe = recipe
-    if decided is None:
-        recipe = resolved(recipe)
-        decided = getattr(recipe, "_decided", None)
-        if decided is None:
-            return []
-    choice, fields = decided
-    lines = []
-    if {"momentum", "spin_parity", "rotation_parity"} & set(fields):
-        lines.append(f"sector {choice.describe()}: chosen by {choice.chosen_by} ({choice.reason})")
-    settings = [f"{f.replace('_', '-')} {getattr(recipe, f)}" for f in ("channels", "depth") if f in fields]
-    settings += [f"{f.replace('_', '-')} {getattr(recipe, f):g}" for f in ("sr_momentum", "diag_shift")
-                 if f in fields]
-    if settings:
-        kind = recipe.frustration()
-        why = (f"the settings measured best for {kind} models" if kind else "the measured settings")
-        lines.append(f"auto: {', '.join(settings)} ({why}, benchmarks/accuracy.py)")
-    return lines
 
 
 def amplitude_kind(recipe, hamiltonian) -> str:
@@ -438,7 +401,7 @@ def amplitude_kind(recipe, hamiltonian) -> str:
         # characters other than 1: no positive wavefunction; a free phase (complex
         # characters need one anyway)
         return "complex"
-    if model(recipe).picks_positive(hamiltonian):  # a basis that makes the ground state positive
+    if model_entry(recipe).picks_positive(hamiltonian):  # a basis that makes the ground state positive
         return "positive"
     if phase_rule_kind(recipe, lattice) == "120":
         return "complex"
@@ -457,7 +420,7 @@ def init_scale(recipe, lattice, hamiltonian) -> float | None:
     gradient vanishes, so the network starts from a random state
     (:data:`FRUSTRATED_INIT_SCALE`). With the 120-degree phase rule the uniform state
     is the coplanar ordered state instead, a good start: None there."""
-    if (not model(recipe).antiferromagnet or getattr(hamiltonian, "marshall_sign", False)
+    if (not model_entry(recipe).antiferromagnet or getattr(hamiltonian, "marshall_sign", False)
             or phase_rule_kind(recipe, lattice) == "120"):
         return None
     return FRUSTRATED_INIT_SCALE if lattice.frustrated else None

@@ -15,6 +15,7 @@ from ..errors import FieldError, concerning
 from .._validate import finite_number, positive_int
 from ..memory import check_memory_budget
 from . import energies, resolve, schema, stages
+from .plan import Plan, make_plan
 from .resources import Resources, check_chunk_size
 from ..hamiltonians import hamiltonian_entry
 from .fields import (AMPLITUDES, AUTO, COUPLINGS, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
@@ -288,15 +289,23 @@ class Recipe:
         ground state of the whole space (:func:`~quantax_lite.recipes.resolve.sector_choice`)."""
         return resolve.sector_choice(self, lattice, hamiltonian)
 
+    def plan(self) -> Plan:
+        """Every decision of this recipe, made once and kept with it: :func:`~quantax_lite.recipes.plan.make_plan`."""
+        return make_plan(self)
+
     def resolved(self) -> "Recipe":
-        """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided: :func:`~quantax_lite.recipes.resolve.resolved`."""
-        return resolve.resolved(self)
+        """This recipe with every 'auto' of :data:`AUTO_FIELDS` decided (``plan().recipe``): what a
+        run records, so that it reloads as the same run whatever later versions make of
+        'auto'. The recipe itself where nothing is decided; its :meth:`sector_choice` still
+        says how the sector was chosen."""
+        return make_plan(self).recipe
 
     def auto_decisions(self) -> list[str]:
         """What 'auto' decided, one line each (the command prints them first): the sector
         (where it was 'auto') with how and why, and the network and optimizer settings that
-        were 'auto'. Empty for a recipe with nothing 'auto' that :meth:`resolved` did not make."""
-        return resolve.auto_decisions(self)
+        were 'auto' (:meth:`Plan.auto_decisions <quantax_lite.recipes.plan.Plan.auto_decisions>`).
+        Empty where nothing was decided."""
+        return make_plan(self).auto_decisions()
 
     def amplitude_kind(self, hamiltonian) -> str:
         """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
@@ -311,8 +320,9 @@ class Recipe:
         return energies.reference_energy(self, lattice, hamiltonian)
 
     def reference_source(self, lattice=None, hamiltonian=None) -> str | None:
-        """Where :meth:`reference_energy` comes from, in words (None without one)."""
-        return energies.reference_source(self, lattice, hamiltonian)
+        """Where :meth:`reference_energy` comes from, in words (None without one): the plan's
+        (``lattice`` and ``hamiltonian``, the recipe's own, are not needed)."""
+        return make_plan(self).reference_source
 
     def sector_energy(self, lattice=None, hamiltonian=None) -> float | None:
         """The lowest energy of the network's sector: :func:`~quantax_lite.recipes.energies.sector_energy`."""
@@ -344,6 +354,10 @@ class Recipe:
 
     def __hash__(self):
         return hash(self._identity())
+
+    def __getstate__(self):
+        """The fields (a copy or a pickle leaves out the plan kept with the recipe)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_plan"}
 
 
 def _hashable(value):
