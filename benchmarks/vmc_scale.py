@@ -162,7 +162,8 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
     if prior is None and 3 * build_s > limit:
         basis(3 * build_s, 0.0, False)
         return _skip(row, 3 * build_s, f"its build took {build_s:.1f} s; a row costs at least 3 builds", limit, what)
-    vmc, base = r.vmc, getattr(r.model, "base", r.model)
+    vmc = r.vmc
+    base = getattr(getattr(r.model, "base", r.model), "backbone", None)  # the conv trunk: its size as built
     p0 = r.state.params
     t = time.perf_counter()
     state, metrics = jax.block_until_ready(vmc.step(r.state))  # as a run: compiles (chunks chosen), thermalizes

@@ -19,7 +19,7 @@ from .hamiltonians import HAMILTONIAN_NAMES, SPIN_UNITS, hamiltonian_entry
 from .lattice import parse_lattice
 from .run_folder import atomic_write, read_log
 
-__all__ = ["summary_of", "format_table", "plot_energy", "write_json", "finish_run", "energy_unit", "running_mean", "zero_variance_of_run",
+__all__ = ["summary_of", "format_table", "plot_energy", "write_json", "save_figure", "finish_run", "energy_unit", "running_mean", "zero_variance_of_run",
            "plot_structure_factor", "plot_correlations", "write_observables", "system_title", "readable_title",
            "lattice_description", "host_description", "timing_note", "correlation_signs"]
 
@@ -30,6 +30,17 @@ def write_json(path: str, obj: dict) -> None:
 
     with atomic_write(path) as fh:
         fh.write(text)
+
+
+def save_figure(fig, path: str) -> None:
+    """``fig`` as a PNG at ``path`` (120 dpi), written whole or not at all (a failed or
+    killed save leaves the old file; a read-only old file is replaced, not opened), then
+    closed."""
+    try:
+        with atomic_write(path, "wb") as fh:
+            fig.savefig(fh, dpi=120, format="png")
+    finally:
+        _pyplot().close(fig)
 
 
 def summary_of(stats, n_sites: int, exact: float | None) -> dict:
@@ -222,8 +233,7 @@ def plot_energy(path: str, log: list[dict], exact: float | None, title: str, *, 
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="0.3", va="bottom")
     fig.tight_layout(rect=(0, 0.025 if note else 0, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _linear_threshold(bands, values) -> float:
@@ -543,8 +553,7 @@ def plot_structure_factor(path: str, obs: dict, title: str, *, lattice=None) -> 
     fig.text(0.01, 0.01, "S(q) = (1/N) Σ_ij e^{iq·(r_i−r_j)} ⟨S_i·S_j⟩, spin-1/2 units", fontsize=7,
              color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _point_name(k, points: dict, lattice) -> str:
@@ -623,8 +632,7 @@ def plot_correlations(path: str, obs: dict, title: str, *, lattice=None) -> None
     ax.set_xlabel("distance |r| (nearest-neighbour distances, minimum image)")
     ax.set_ylabel("C(r) = ⟨S_0·S_r⟩ (spin-1/2 units)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_observables(out_dir: str, obs: dict, title: str, *, lattice=None) -> list[str]:

@@ -95,11 +95,8 @@ def default_out_dir(recipe: Recipe) -> str:
 def describe(recipe: Recipe, run) -> str:
     """The system and sector in words, e.g. 'Heisenberg model on chain:8 (8 sites), symmetry
     translations, k = 0'."""
-    ham = run.hamiltonian
-    model = {"heisenberg": "Heisenberg model",
-             "j1j2": f"J1-J2 model (J2 = {getattr(ham, 'J2', recipe.J2)})",
-             "tfim": f"transverse-field Ising model (h = {getattr(ham, 'field', recipe.h)}, Pauli units)"}
-    text = f"{model.get(recipe.hamiltonian, recipe.hamiltonian)} on {run.lattice.name} ({run.lattice.n_sites} sites)"
+    plan = recipe.plan()
+    text = f"{plan.hamiltonian.words(plan.coupling, units=True)} on {run.lattice.name} ({run.lattice.n_sites} sites)"
     sector = [f"symmetry {recipe.symmetry}"]
     if recipe.symmetry != "none":
         sector.append("k = 0" if recipe.momentum is None else f"momentum {tuple(recipe.momentum)}")

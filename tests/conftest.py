@@ -9,6 +9,7 @@ which work is repeated, never a result. Set ``JAX_COMPILATION_CACHE_DIR`` to cho
 folder (an empty value turns it off).
 """
 import os
+import re
 import tempfile
 
 os.environ["XLA_FLAGS"] = (
@@ -82,7 +83,8 @@ def saved_figures(monkeypatch):
     saved, real = [], matplotlib.figure.Figure.savefig
 
     def savefig(self, path, **kw):
-        saved.append((os.path.basename(str(path)), self))
+        name = os.path.basename(str(getattr(path, "name", path)))  # a file (written whole, then renamed)
+        saved.append((re.sub(r"\.tmp-\d+$", "", name), self))
         return real(self, path, **kw)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)

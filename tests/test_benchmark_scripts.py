@@ -117,6 +117,18 @@ def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     assert png.stat().st_size > 0
 
 
+def test_vmc_scale_measures_a_row_of_the_network_as_built(tmp_path):
+    """One measured row (not only skipped ones): its network's size is read from the
+    network the recipe built (a refactor of the modules once broke it, on the chip only)."""
+    out = tmp_path / "scale.json"
+    proc = script("vmc_scale", "--quick", "--lattices", "2x4", "--json", str(out), "--plot", str(tmp_path / "s.png"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["status"] == "measured", row
+    assert (row["channels"], row["depth"], row["kernel_size"]) == (8, 2, 3) and row["n_params"] > 0
+    assert row["step"]["time_s"] > 0 and row["conv_form"]
+
+
 def test_accelerator_suite_refuses_without_an_accelerator(tmp_path):
     proc = script("accelerator_suite", "--json", str(tmp_path / "suite.json"), timeout=120)
     assert proc.returncode == 2

@@ -268,3 +268,31 @@ def test_finish_run_titles_the_system_and_names_the_host(saved_figures, tmp_path
     assert fig.get_axes()[0].get_title() == "J1-J2 model (J2 = 0.5), 4×4 square lattice, 16 sites"
     assert f"wall time 12.5 s (62 ms per step) on {host_description()}" in [t.get_text() for t in fig.texts]
     assert os.path.exists(tmp_path / "energy.png") and json.loads((tmp_path / "summary.json").read_text()) == summary
+
+
+def test_a_run_folders_figure_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A save that fails half-way leaves the old energy.png as it was and no temporary file;
+    a read-only old figure (as a run folder copied back from another machine has) is
+    replaced, not opened for writing."""
+    import matplotlib.figure
+
+    log = _energy_log(-11.2)
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
+    summary = dict(hamiltonian="heisenberg", lattice="4x4", n_sites=16, energy=-11.19, energy_error=0.01)
+    old = b"old figure"
+    (tmp_path / "energy.png").write_bytes(old)
+    real = matplotlib.figure.Figure.savefig
+
+    def half_written(self, fh, **kw):
+        fh.write(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_written)
+    with pytest.raises(OSError, match="disk full"):
+        finish_run(str(tmp_path), summary, -11.2)
+    assert (tmp_path / "energy.png").read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["energy.png", "log.jsonl", "summary.json"]
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", real)
+    os.chmod(tmp_path / "energy.png", 0o444)
+    finish_run(str(tmp_path), summary, -11.2)
+    assert (tmp_path / "energy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
