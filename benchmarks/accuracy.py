@@ -46,6 +46,7 @@ import json
 import math
 import os
 import shlex
+import tarfile
 import time
 
 import numpy as np
@@ -515,6 +516,27 @@ def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
     return windows
 
 
+def unpack_runs(archive: str, out: str) -> None:
+    """The run folders of ``archive`` (:func:`pack_runs`) into ``out``, files writable."""
+    os.makedirs(out, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(out, filter="data")
+    for root, _, files in os.walk(out):
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+
+
+def pack_runs(out: str, archive: str) -> None:
+    """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
+    written whole, then renamed."""
+    tmp = f"{archive}.tmp-{os.getpid()}"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name in sorted(os.listdir(out)):
+            if os.path.isdir(os.path.join(out, name)):
+                tar.add(os.path.join(out, name), arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
+    os.replace(tmp, archive)
+
+
 def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
     """The training time limit (minutes) of a row's next call: ``TRAINING_SHARE`` of its
     budget ``minutes`` less the training of its earlier ``windows``, at most ``window``; None
@@ -577,6 +599,9 @@ def main(argv=None):
                         help="train each row at most this many minutes in this call (one window of a row trained "
                              "across several commands: the next call resumes it, until its budget is spent)")
     parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
+    parser.add_argument("--archive", metavar="FILE.tgz",
+                        help="the run folders of --out as one gzipped tar (for a machine that returns few files): "
+                             "unpacked into --out first when it exists, rewritten after every row")
     args = parser.parse_args(argv)
     if args.window is not None and not args.window > 0:
         parser.error(f"--window: expected a positive number of minutes, got {args.window}")
@@ -598,6 +623,8 @@ def main(argv=None):
     if refused:
         parser.error(f"--only: {', '.join(refused)} are accelerator rows (budgets in chip-minutes) and jax has no "
                      "accelerator here; add --allow-cpu to run them anyway")
+    if args.archive and os.path.exists(args.archive):
+        unpack_runs(args.archive, args.out)
     rows = []
     for name in names:
         spec = SYSTEMS[name]
@@ -628,6 +655,8 @@ def main(argv=None):
             windows = record_window(out, wall, limit)
         rows.append(row_of(name, spec, out, opts, windows, wall))
         print(json.dumps(rows[-1]), flush=True)
+        if args.archive:
+            pack_runs(args.out, args.archive)
     print()
     print(table(rows))
     if json_path is not None:

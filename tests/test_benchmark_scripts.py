@@ -258,20 +258,28 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
                args=["--lattice", "chain:8", "--channels", "2", "--depth", "1", "--samples", "16",
                      "--iters", "50", "--eval-samples", "64", "--checkpoint-every", "0"])
     monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_chip": row})
-    argv = ["--only", "tiny_chip", "--allow-cpu", "--window", "0.004", "--out", str(tmp_path / "runs"),
+    archive = tmp_path / "runs.tgz"  # what comes back from the chip; each window starts on a bare machine
+    argv = ["--only", "tiny_chip", "--allow-cpu", "--window", "0.004", "--archive", str(archive),
             "--json", str(tmp_path / "acc.json")]
-    out = tmp_path / "runs" / "tiny_chip"
     iterations = []
-    for _ in range(2):  # each window stops at its limit (a step compiles for longer), then the next resumes
-        accuracy.main(argv)
+    for k in range(2):  # each window stops at its limit (a step compiles for longer), then the next resumes
+        out = tmp_path / f"machine{k}" / "tiny_chip"
+        accuracy.main(argv + ["--out", str(out.parent)])
         windows = accuracy.read_windows(out)
         assert windows[-1]["stopped_at_time_limit"] and windows[-1]["time_limit_min"] == 0.004
         iterations.append(windows[-1]["iterations"])
     assert len(windows) == 2 and 0 < iterations[0] < iterations[1] < 50
     assert accuracy.time_limit_of(0.01, windows, 0.004) is None  # 0.008 of 0.008 minutes trained
-    accuracy.main(argv)  # nothing left: the row is read back, no third window
+    out = tmp_path / "machine2" / "tiny_chip"
+    accuracy.main(argv + ["--out", str(out.parent)])  # nothing left: the row is read back, no third window
     assert "budget is spent" in capsys.readouterr().out
     assert len(accuracy.read_windows(out)) == 2
+    import tarfile
+
+    with tarfile.open(archive) as tar:  # the run folder, without its lock
+        names = tar.getnames()
+    assert "tiny_chip/log.jsonl" in names and "tiny_chip/summary.json" in names
+    assert not any(n.endswith(".lock") for n in names)
     (saved,) = json.loads((tmp_path / "acc.json").read_text())
     assert saved["windows"] == 2 and saved["iterations"] == iterations[1]
     assert saved["wall_time_s"] == pytest.approx(sum(w["wall_s"] for w in windows), abs=0.02)
