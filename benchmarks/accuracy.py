@@ -37,7 +37,20 @@ none with ``--quick`` unless given) and the plot (``--plot``; default beside the
 same name with ``.png``): a run given ``--json`` elsewhere never overwrites the committed
 plot.
 
+Accelerator rows (``accelerator=True``: 6x6 Heisenberg and J1-J2, triangular 6x6, 10x10
+J1-J2) have budgets in chip-minutes and run only where jax has an accelerator (or with
+``--allow-cpu``); a full run on a CPU leaves them out. They train in windows: ``--window
+MINUTES`` trains each row at most that long in this call, and the next call resumes it,
+until the row's training share of its budget is spent (counted over every window,
+``accuracy_windows.json`` in its run folder) or its steps are done; each window ends with
+its own final estimate, which becomes the row (its wall time: every window's, compilation
+and estimates included). ``--archive FILE.tgz`` carries the run folders as one file
+between machines that keep nothing. A row without an exact energy (10x10) is judged by
+``target_energy_per_site``; ``warm_start`` names the row whose run folder starts it
+(``--init-from``).
+
     python benchmarks/accuracy.py [--quick] [--only NAME] [--out DIR] [--json PATH] [--plot PATH]
+                                  [--window MINUTES] [--archive FILE.tgz] [--allow-cpu]
 """
 from __future__ import annotations
 
@@ -52,6 +65,7 @@ import time
 import numpy as np
 
 from quantax_lite.run_folder import list_checkpoints
+from quantax_lite.utils.files import atomic_write
 
 SYSTEMS = {
     # the W1 network (translations, float32, positive psi in the Marshall basis), longer
@@ -222,8 +236,8 @@ def row_status(row: dict) -> str:
     if row.get("target") is None and row.get("target_energy_per_site") is not None:  # no exact energy
         per_site = row.get("energy_per_site")
         return "met" if per_site is not None and per_site <= row["target_energy_per_site"] and in_time else "not met"
-    rel = row.get("relative_error")
-    return "met" if rel is not None and rel <= row["target"] and in_time else "not met"
+    rel, target = row.get("relative_error"), row.get("target")
+    return "met" if rel is not None and target is not None and rel <= target and in_time else "not met"
 
 
 def table(rows) -> str:
@@ -232,7 +246,8 @@ def table(rows) -> str:
     lines = [f"{'system':<26} {'rel. error':>20} {'V-score':>8} {'target':>8} {'budget':>7} {'minutes':>8}  status"]
     for r in rows:
         rel = "n/a" if r["relative_error"] is None else f"{r['relative_error']:.2e} ± {r['relative_error_bar']:.1e}"
-        target = f"{r['target']:.0e}" if r.get("target") is not None else f"{r['target_energy_per_site']}/site"
+        target = (f"{r['target']:.0e}" if r.get("target") is not None
+                  else f"{r['target_energy_per_site']}/site" if r.get("target_energy_per_site") is not None else "n/a")
         lines.append(f"{r['system']:<26} {rel:>20} {r['v_score']:>8.1e} {target:>8} "
                      f"{r['minutes_budget']:>5} m {r['wall_time_s'] / 60:>8.1f}  {r['status']}")
         for p in r["published"]:
@@ -509,10 +524,8 @@ def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
               "iterations": summary["iterations"],
               "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     windows = read_windows(out) + [window]
-    path = os.path.join(out, WINDOWS)
-    with open(path + ".tmp", "w") as fh:
+    with atomic_write(os.path.join(out, WINDOWS)) as fh:
         json.dump(windows, fh, indent=1)
-    os.replace(path + ".tmp", path)
     return windows
 
 
@@ -520,7 +533,10 @@ def unpack_runs(archive: str, out: str) -> None:
     """The run folders of ``archive`` (:func:`pack_runs`) into ``out``, files writable."""
     os.makedirs(out, exist_ok=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(out, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later: no links out, no absolute names
+            tar.extractall(out, filter="data")
+        else:
+            tar.extractall(out)
     for root, _, files in os.walk(out):
         for f in files:
             os.chmod(os.path.join(root, f), 0o644)
@@ -529,12 +545,10 @@ def unpack_runs(archive: str, out: str) -> None:
 def pack_runs(out: str, archive: str) -> None:
     """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
     written whole, then renamed."""
-    tmp = f"{archive}.tmp-{os.getpid()}"
-    with tarfile.open(tmp, "w:gz") as tar:
+    with atomic_write(archive, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
         for name in sorted(os.listdir(out)):
             if os.path.isdir(os.path.join(out, name)):
                 tar.add(os.path.join(out, name), arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
-    os.replace(tmp, archive)
 
 
 def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
@@ -631,7 +645,10 @@ def main(argv=None):
         opts = list(spec["args"])
         minutes = spec.get("minutes", DEFAULT_MINUTES)
         out = os.path.join(args.out, name + ("_quick" if args.quick else ""))
-        windows = [] if args.quick else read_windows(out)
+        # trained across windows: an accelerator row, or any row given --window (a CPU row alone
+        # resumes its run for another budget, as before)
+        windowed = not args.quick and (spec.get("accelerator") or args.window is not None)
+        windows = read_windows(out) if windowed else []
         if args.quick:
             opts += ["--iters", "30"] + ([] if "exact_sum" in opts else ["--samples", "256", "--eval-samples", "4096"])
         else:  # the rest of the budget is left for compilation of the final estimate and the estimate
@@ -651,7 +668,7 @@ def main(argv=None):
             raise SystemExit(f"accuracy: {name}: quantax-lite train exited with status {status} (see above; "
                              f"its run folder is {out})")
         wall = time.perf_counter() - t0
-        if not args.quick:
+        if windowed:
             windows = record_window(out, wall, limit)
         rows.append(row_of(name, spec, out, opts, windows, wall))
         print(json.dumps(rows[-1]), flush=True)

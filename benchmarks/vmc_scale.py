@@ -164,6 +164,9 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
         return _skip(row, 3 * build_s, f"its build took {build_s:.1f} s; a row costs at least 3 builds", limit, what)
     vmc = r.vmc
     base = getattr(getattr(r.model, "base", r.model), "backbone", None)  # the conv trunk: its size as built
+    if not all(hasattr(base, a) for a in ("channels", "depth", "kernel_size", "lattice_shape", "dtype")):
+        raise TypeError(f"vmc_scale: expected the conv network's trunk at model.base.backbone, found "
+                        f"{type(base).__name__} (the network's modules changed: update measure_row here)")
     p0 = r.state.params
     t = time.perf_counter()
     state, metrics = jax.block_until_ready(vmc.step(r.state))  # as a run: compiles (chunks chosen), thermalizes

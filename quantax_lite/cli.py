@@ -79,7 +79,8 @@ def train(args) -> dict | None:
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
     _usage(training.check_run_options, iters=args.iters, checkpoint_every=args.checkpoint_every,
-           keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from)
+           keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from,
+           resume=args.resume)
     if args.dry_run:
         tuning.configure_x64()
         return _print_dry_run(training.dry_run(recipe, init_from=args.init_from))

@@ -33,12 +33,13 @@ def write_json(path: str, obj: dict) -> None:
 
 
 def save_figure(fig, path: str) -> None:
-    """``fig`` as a PNG at ``path`` (120 dpi), written whole or not at all (a failed or
-    killed save leaves the old file; a read-only old file is replaced, not opened), then
-    closed."""
+    """``fig`` at ``path`` (120 dpi; the format of its extension, PNG without one), written
+    whole or not at all (a failed or killed save leaves the old file; a read-only old file
+    is replaced, not opened), then closed."""
+    kind = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or "png"
     try:
         with atomic_write(path, "wb") as fh:
-            fig.savefig(fh, dpi=120, format="png")
+            fig.savefig(fh, dpi=120, format=kind)
     finally:
         _pyplot().close(fig)
 

@@ -172,9 +172,13 @@ def _stderr(line: str) -> None:
 
 
 def check_run_options(*, iters: int, checkpoint_every: int = 25, keep_checkpoints: int = 3,
-                      time_limit: float | None = None, init_from: str | os.PathLike | None = None) -> None:
+                      time_limit: float | None = None, init_from: str | os.PathLike | None = None,
+                      resume: bool = False) -> None:
     """The options of a run besides its recipe: ``FieldError`` naming the one at fault
-    (``init_from``: a folder with a readable checkpoint)."""
+    (``init_from``: a folder with a readable checkpoint, never with ``resume``)."""
+    if resume and init_from is not None:  # before the source folder is looked at
+        raise FieldError("init_from", "init_from: a resumed run continues from its own checkpoint (a warm-started one "
+                         "too: it records where it started); leave out `init_from` with `resume`.")
     for name, value, minimum in (("iters", iters, 1), ("checkpoint_every", checkpoint_every, 0),
                                  ("keep_checkpoints", keep_checkpoints, 1)):
         with concerning(name):
@@ -216,10 +220,7 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
     process 0 writes the folder.
     """
     check_run_options(iters=iters, checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
-                      time_limit=time_limit, init_from=init_from)
-    if resume and init_from is not None:
-        raise FieldError("init_from", "init_from: a resumed run continues from its own checkpoint (a warm-started one "
-                         "too: it records where it started); leave out `init_from` with `resume`.")
+                      time_limit=time_limit, init_from=init_from, resume=resume)
     if resume and restart:
         raise FieldError("restart", "restart: `resume` and `restart` exclude each other: continue the run, or "
                          "start it again.")

@@ -56,7 +56,7 @@ def test_short_run_reaches_the_exact_energy(name, momentum, depth, steps, rule, 
     e0 = ground_state_energy(Heisenberg(lattice))
     assert abs(ground_state_energy(ham, symmetry=group) - e0) < 1e-9  # the ground state is in this sector
     kind = recipe.amplitude_kind(ham)
-    model = _network(recipe, lattice, ham, group, kind)
+    model = _network(recipe, lattice, group, kind)
     params = model.init(jax.random.PRNGKey(0), jnp.ones((1, lattice.n_sites), jnp.int8))
     e_start = exact_expectation(ham, model.apply, params, total_sz=0)
     sampler = ExactSampler(model.apply, lattice.n_sites, total_sz=0, n_chains=8)

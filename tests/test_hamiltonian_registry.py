@@ -148,8 +148,10 @@ def test_a_registered_model_trains_to_its_exact_ground_state(xxz):
 
 def test_registration_does_not_leak_and_unknown_names_are_refused():
     register_hamiltonian("xxz_chain", **XXZ)(xxz_chain)
-    assert Recipe(lattice="chain:8", hamiltonian="xxz_chain").hamiltonian == "xxz_chain"
-    assert unregister_hamiltonian("xxz_chain").builder is xxz_chain
+    try:
+        assert Recipe(lattice="chain:8", hamiltonian="xxz_chain").hamiltonian == "xxz_chain"
+    finally:
+        assert unregister_hamiltonian("xxz_chain").builder is xxz_chain
     for name in ("xxz_chain", "ising", None, ["tfim"]):
         with pytest.raises(ValueError, match=r"^hamiltonian: expected one of \('heisenberg', 'j1j2', 'tfim'\), got ") as err:
             Recipe(hamiltonian=name)
@@ -218,3 +220,43 @@ def test_the_built_in_entries():
     ham = j1j2.build(square, None, True)
     assert isinstance(ham, Heisenberg) and ham.J2 == 0.5 and ham.marshall_sign and not j1j2.picks_positive(ham)
     assert heisenberg.picks_positive(heisenberg.build(square, None, True))
+
+
+def test_a_registration_that_contradicts_its_hamiltonian_is_refused():
+    """What the entry says and what its Hamiltonian does must agree (the sampler follows the
+    one, sector sizes and exact sums the other); a model without a coupling takes none; an
+    entry's functions key caches, so they must be hashable; its frustration kind must be one
+    the optimizer settings know; a model registered again is planned again."""
+    register_hamiltonian("sz_liar", title="toy", sz_sector=False)(xxz_chain)  # xxz_chain conserves Sz
+    register_hamiltonian("bad_kind", title="toy", coupling="J2", default=0.3, frustration="j1-j2")(xxz_chain)
+    try:
+        with pytest.raises(ValueError, match=r"^hamiltonian: 'sz_liar' is registered with sz_sector=False"):
+            hamiltonian_entry("sz_liar").build(Chain(8))
+        with pytest.raises(ValueError, match="^hamiltonian: the model 'heisenberg' has no coupling, got 0.5"):
+            hamiltonian_entry("heisenberg").build(Chain(8), 0.5)
+        with pytest.raises(ValueError, match="^hamiltonian: the model 'bad_kind' is registered with frustration "):
+            Recipe(lattice="chain:8", hamiltonian="bad_kind", J2=0.3).resolved()
+    finally:
+        unregister_hamiltonian("sz_liar")
+        unregister_hamiltonian("bad_kind")
+
+    class Unhashable:
+        __hash__ = None
+
+        def __call__(self, lattice, coupling, marshall):
+            return xxz_chain(lattice, coupling, marshall)
+
+    with pytest.raises(TypeError, match="^builder: expected a hashable function"):
+        register_hamiltonian("unhashable_toy", title="toy")(Unhashable())
+    assert "unhashable_toy" not in hamiltonian_names()
+
+    register_hamiltonian("xxz_chain", **XXZ)(xxz_chain)
+    try:
+        recipe = Recipe(lattice="chain:8", hamiltonian="xxz_chain", channels=2, depth=1)
+        first = recipe.plan()
+        assert recipe.plan() is first
+        register_hamiltonian("xxz_chain", **dict(XXZ, title="XXZ chain, again"))(xxz_chain)
+        again = recipe.plan()
+        assert again is not first and again.hamiltonian is hamiltonian_entry("xxz_chain")
+    finally:
+        unregister_hamiltonian("xxz_chain")

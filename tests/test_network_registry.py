@@ -358,7 +358,7 @@ def test_configs_round_trip_and_old_ones_build_the_same_network():
     models = []
     for r in (Recipe(**old), default):
         lattice, ham, group = r.system()
-        model = _network(r, lattice, ham, group, r.amplitude_kind(ham))
+        model = _network(r, lattice, group, r.amplitude_kind(ham))
         models.append(_flat(model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int8))))
     assert sorted(models[0]) == sorted(models[1]) and all(np.array_equal(models[0][k], models[1][k]) for k in models[0])
 

@@ -124,7 +124,7 @@ def test_a_nearly_uniform_network_with_the_rule_starts_at_the_ordered_state(name
     assert recipe.phase_rule_kind(lattice) == "120" and recipe.init_scale(lattice, ham) is None
     uniform = make_conv_nqs(lattice, group_, channels=2, depth=1)
     e_uniform = exact_expectation(ham, uniform.apply, uniform.init(KEY, s), total_sz=0)
-    ruled = _network(recipe, lattice, ham, group_, recipe.amplitude_kind(ham))
+    ruled = _network(recipe, lattice, group_, recipe.amplitude_kind(ham))
     e_ruled = exact_expectation(ham, ruled.apply, ruled.init(KEY, s), total_sz=0)
     assert abs(e_uniform - n_bonds / 4) < 1e-2
     assert e_ruled < -n_bonds / 8, (e_ruled, -n_bonds / 8)

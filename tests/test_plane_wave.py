@@ -87,14 +87,14 @@ def test_recipe_momentum_readout():
     recipe = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1)
     lattice, ham, group_ = recipe.system()
     kind = recipe.amplitude_kind(ham)
-    assert recipe.has_momentum() and _network(recipe, lattice, ham, group_, kind).base.readout == "plane_wave"
+    assert recipe.has_momentum() and _network(recipe, lattice, group_, kind).base.readout == "plane_wave"
     old = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1, momentum_readout="origin")
-    assert _network(old, lattice, ham, group_, kind).base.readout == "origin"
+    assert _network(old, lattice, group_, kind).base.readout == "origin"
     for readout in ("plane_wave", "origin"):
         zero = Recipe(lattice="kagome:2x3", momentum=(0, 0), momentum_readout=readout)
         assert not zero.has_momentum()
         lattice, ham, g0 = zero.system()
-        assert _network(zero, lattice, ham, g0, zero.amplitude_kind(ham)).base.readout == "sum"
+        assert _network(zero, lattice, g0, zero.amplitude_kind(ham)).base.readout == "sum"
 
 
 def test_a_run_from_before_the_plane_wave_readout_resumes_only_with_origin(tmp_path, capsys):

@@ -116,7 +116,7 @@ def test_build_reads_the_plan(monkeypatch):
         assert r.recipe is plan.recipe and r.vmc.preconditioner is not None
     assert build(plan, 3).symmetry.n_elements > build(plan).symmetry.n_elements
     assert recipe.auto_decisions() == plan.auto_decisions() and recipe.reference_source() == plan.reference_source
-    with pytest.raises(TypeError, match="^recipe: expected a Recipe, got dict"):
+    with pytest.raises(TypeError, match="^recipe: expected a Recipe or a Plan, got dict"):
         build({"lattice": "chain:8"})
 
 

@@ -29,18 +29,14 @@ def _log(rng, n=60, exact=-10.0):
 
 
 @pytest.mark.parametrize("exact", [-10.0, None])
-def test_energy_plot_has_a_panel_per_quantity(tmp_path, rng, exact, monkeypatch):
+def test_energy_plot_has_a_panel_per_quantity(tmp_path, rng, exact, saved_figures):
     """energy, relative error (with an exact energy) and V-score panels; the axes name the
     unit; the running mean and the final estimate are drawn."""
-    import matplotlib.figure
-
-    saved = []
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda self, path, **kw: saved.append(self) or open(path, "wb").write(b"png"))
     log = _log(rng)
     plot_energy(str(tmp_path / "e.png"), log, exact, "t", n_sites=16, final=(-9.99, 0.01),
                 unit=energy_unit("tfim"))
-    (fig,) = saved
+    ((name, fig),) = saved_figures
+    assert name == "e.png"
     axes = fig.get_axes()
     assert len(axes) == (3 if exact is not None else 2)
     assert "Pauli units" in axes[0].get_ylabel() and "total energy" in axes[0].get_ylabel()

@@ -126,10 +126,10 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
     build_module = sys.modules["quantax_lite.recipes.build"]  # recipes.build is also the function
     network = build_module.make_run_network
 
-    def wider_with_the_full_group(recipe, lattice, ham, group, kind):
-        if group is not None and group.n_elements > lattice.n_sites:
-            recipe = dataclasses.replace(recipe, channels=(recipe.channels or 8) + 1)
-        return network(recipe, lattice, ham, group, kind)
+    def wider_with_the_full_group(plan, lattice, group, kind):
+        if group is not None and group.n_elements > lattice.n_sites:  # a recipe of its own: a plan of its own
+            plan = dataclasses.replace(plan.recipe, channels=(plan.recipe.channels or 8) + 1)
+        return network(plan, lattice, group, kind)
 
     recipe = Recipe(lattice="4x2", symmetry="translations>full@5", channels=2, samples=64)
     monkeypatch.setattr(build_module, "make_run_network", wider_with_the_full_group)

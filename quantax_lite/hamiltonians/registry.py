@@ -64,6 +64,8 @@ class HamiltonianEntry:
     def build(self, lattice: Lattice, coupling: float | None = None, marshall: bool = False) -> SpinHamiltonian:
         """The Hamiltonian on ``lattice`` (``coupling`` None: the entry's ``default``);
         ``TypeError`` / ``ValueError`` naming ``hamiltonian`` when the builder breaks the contract."""
+        if self.coupling is None and coupling is not None and coupling != self.default:
+            raise FieldError("hamiltonian", f"hamiltonian: the model {self.name!r} has no coupling, got {coupling!r}.")
         value = float(self.default if coupling is None else coupling)
         ham = self.builder(lattice, value, bool(marshall and self.marshall))
         if not isinstance(ham, SpinHamiltonian):
@@ -72,6 +74,9 @@ class HamiltonianEntry:
         if getattr(ham, "lattice", None) is None or ham.n_sites != lattice.n_sites:
             raise FieldError("hamiltonian", f"hamiltonian: the builder of {self.name!r} must give the Hamiltonian "
                              f"its lattice ({lattice.name}, {lattice.n_sites} sites) as `lattice`.")
+        if bool(ham.conserves_sz) != self.sz_sector:  # the sampler follows the one, sectors and sizes the other
+            raise FieldError("hamiltonian", f"hamiltonian: {self.name!r} is registered with sz_sector="
+                             f"{self.sz_sector} but its Hamiltonian has conserves_sz={bool(ham.conserves_sz)}.")
         return ham
 
     def words(self, coupling: float | None = None, *, units: bool = False) -> str:
@@ -145,6 +150,11 @@ def register_hamiltonian(name: str, *, title: str, help: str = "", coupling: str
         if not callable(builder):
             raise TypeError(f"builder: expected a function (lattice, coupling, marshall) -> SpinHamiltonian, got "
                             f"{builder!r}")
+        for key, value in dict(builder=builder, sign_free=sign_free, positive=positive).items():
+            try:  # an entry keys the caches of sectors and exact energies
+                hash(value)
+            except TypeError:
+                raise TypeError(f"{key}: expected a hashable function, got {value!r}") from None
         _HAMILTONIANS[name] = HamiltonianEntry(name, builder, title, help, coupling, float(default), units, sz_sector,
                                                marshall, antiferromagnet, frustration, sign_free, positive)
         return builder

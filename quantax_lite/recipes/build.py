@@ -43,15 +43,17 @@ class Run(NamedTuple):
 
 
 
-def make_run_network(recipe: Recipe, lattice, ham, group, kind: str):
-    """The network of ``recipe`` with the head ``kind`` and the projection on ``group``: its
-    registered ``network`` with the options, readout, phase rule and initialization scale of
-    its plan (``recipe.plan()``; ``lattice`` and ``ham`` are the recipe's own, of
-    :meth:`Recipe.system`)."""
-    plan = recipe.plan()
+def make_run_network(plan: Plan | Recipe, lattice, group, kind: str):
+    """The network of ``plan`` (a :class:`~quantax_lite.recipes.plan.Plan`, or a recipe:
+    its ``plan()``) with the head ``kind`` and the projection on ``group``: its registered
+    ``network`` with the options, readout, phase rule and initialization scale the plan
+    decided, on ``lattice`` (the plan's own)."""
+    if isinstance(plan, Recipe):
+        plan = plan.plan()
+    recipe = plan.recipe
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
-    return make_network(lattice, group, recipe.network, plan.network_options, amplitude=kind, readout=plan.readout,
-                        site_phases=plan.site_phases(), final_scale=plan.init_scale, dtype=dtype)
+    return make_network(lattice, group, recipe.network, dict(plan.network_options), amplitude=kind,
+                        readout=plan.readout, site_phases=plan.site_phases(), final_scale=plan.init_scale, dtype=dtype)
 
 
 def stage_system(plan: Plan, iteration: int = 0):
@@ -96,7 +98,7 @@ def _check_stages(plan: Plan) -> None:
         lattice, ham, group = stage_system(plan, start)
         _check_sector_holds_states(recipe, name, lattice, ham, group)
         try:
-            model = make_run_network(recipe, lattice, ham, group, kind)
+            model = make_run_network(plan, lattice, group, kind)
         except ValueError as err:
             raise FieldError("symmetry", f"symmetry: the stage {name!r} of {recipe.symmetry!r} cannot use the {kind} "
                              f"network of the run: {err}") from None
@@ -131,7 +133,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
     elif isinstance(recipe, Plan):
         plan = recipe
     else:
-        raise FieldTypeError("recipe", f"recipe: expected a Recipe, got {type(recipe).__name__}.")
+        raise FieldTypeError("recipe", f"recipe: expected a Recipe or a Plan, got {type(recipe).__name__}.")
     if resources is None:
         resources = plan.resources
     elif not isinstance(resources, Resources):
@@ -152,7 +154,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
         _check_stages(plan)  # every stage, its sector included
     else:
         _check_sector_holds_states(recipe, recipe.symmetry, lattice, ham, group)
-    model = make_run_network(recipe, lattice, ham, group, plan.amplitude)
+    model = make_run_network(plan, lattice, group, plan.amplitude)
     k_params, k_chains = jax.random.split(seed_key(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:

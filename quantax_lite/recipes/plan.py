@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any
 
 from .. import sign_rules
+from ..hamiltonians import hamiltonian_entry
 from ..lattice import Lattice, parse_lattice
 from . import energies, resolve
 from .fields import is_auto
@@ -95,8 +96,8 @@ def make_plan(recipe) -> Plan:
     recipe (a second call returns the same plan). ``ValueError`` naming a field where the
     recipe's sector cannot be formed on its lattice."""
     found = getattr(recipe, "_plan", None)
-    if found is not None:
-        return found
+    if found is not None and found.hamiltonian is hamiltonian_entry(recipe.hamiltonian):
+        return found  # (planned before the model was registered again: planned again)
     lattice = parse_lattice(recipe.lattice)
     choice = resolve.sector_choice(recipe, lattice)
     channels, depth = (resolve.network_size(recipe, lattice) if recipe.network == "conv"

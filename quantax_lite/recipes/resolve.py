@@ -291,7 +291,10 @@ def frustration(recipe, lattice=None) -> str | None:
     those lattices), None otherwise (tfim included)."""
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
     entry = model_entry(recipe)
-    if entry.frustration is not None and entry.frustration in MEASURED_OPTIMIZER and coupling(recipe) != 0:
+    if entry.frustration is not None and entry.frustration not in MEASURED_OPTIMIZER:
+        raise FieldError("hamiltonian", f"hamiltonian: the model {entry.name!r} is registered with frustration "
+                         f"{entry.frustration!r}; expected one of {[k for k in MEASURED_OPTIMIZER if k]}.")
+    if entry.frustration is not None and coupling(recipe) != 0:
         return entry.frustration
     if not entry.antiferromagnet:
         return None
