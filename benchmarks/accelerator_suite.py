@@ -25,7 +25,9 @@ Parts, each with its own time budget (seconds; all options), within a total budg
    the accelerator's Jacobian (the solve alone) and from its own (the whole pipeline).
 
 The subprocess parts that open the accelerator run first, before this process touches
-it (one program at a time can hold a TPU). A part that cannot start within the total
+it (one program at a time can hold a TPU); then the agreement's accelerator side, whose
+float64 CPU reference runs on a few host cores beside peaks, scale and w1 (it never opens
+the accelerator) and is compared at the end. A part that cannot start within the total
 budget is recorded as skipped; a part that fails is recorded with its error and the
 others still run.
 
@@ -56,7 +58,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 RESULTS = os.path.join(HERE, "results")
 DEFAULT_JSON = os.path.join(RESULTS, "accelerator_suite.json")
-PART_NAMES = ("train", "sharding", "memory", "peaks", "scale", "w1", "agreement")
+# in the order they run: the subprocess parts that hold the accelerator first; the agreement's
+# float64 CPU reference then runs beside peaks, scale and w1 (it never touches the accelerator)
+PART_NAMES = ("train", "sharding", "memory", "agreement", "peaks", "scale", "w1")
 # of the memory part's budget, the share its worker may spend compiling (the rest runs them)
 MEMORY_COMPILE_SHARE = 0.75
 W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "complex"), ("full", "f32", "positive"),
@@ -203,6 +207,8 @@ def run_peaks(args) -> dict:
 # --------------------------------------------------------------------------- #
 
 AGREEMENT_STEPS = 20
+# threads of the agreement's CPU reference, which runs beside the parts timed after it
+AGREEMENT_CPU_THREADS = 4
 
 
 def _agreement_recipe(args):
@@ -240,12 +246,16 @@ def agreement_reference(spec: dict) -> None:
     np.savez(spec["out"], **out)
 
 
-def run_agreement(args, budget_s: float, out_dir: str) -> dict:
-    """The accelerator's values on one state's samples against the float64 CPU library's."""
+def start_agreement(args, out_dir: str):
+    """The accelerator's side of the agreement part (one state's samples, log psi, local
+    energies, Jacobian, SR and MinSR directions, correlations), then the float64 CPU
+    reference started in a subprocess on the same samples, left running: ``(recipe, mine,
+    corr, spec, process)`` for :func:`finish_agreement`. The reference is limited to
+    ``AGREEMENT_CPU_THREADS`` threads, so that the parts timed beside it keep the host."""
     import jax
     import numpy as np
 
-    from quantax_lite import build, run, spin_correlations, tuning
+    from quantax_lite import build, run, spin_correlations
     from quantax_lite.jacobian import jacobian
     from quantax_lite.models import derivative_form
     from quantax_lite.sr import sr_direction
@@ -268,11 +278,37 @@ def run_agreement(args, budget_s: float, out_dir: str) -> dict:
              **{f"param_{i}": np.asarray(x) for i, x in enumerate(leaves)})
     spec = dict(inputs=inputs, out=os.path.join(out_dir, "agreement_reference.npz"),
                 recipe=dict(lattice=recipe.lattice, samples=recipe.samples))
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    threads = str(AGREEMENT_CPU_THREADS)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+    cores = sorted(os.sched_getaffinity(0))[-AGREEMENT_CPU_THREADS:]  # the last ones: this process keeps the first
+
+    def on_few_cores():
+        os.sched_setaffinity(0, cores)
+
     cmd = [sys.executable, os.path.abspath(__file__), "--_agreement-reference", json.dumps(spec)]
-    proc = subprocess.run(cmd, timeout=budget_s, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=on_few_cores)
+    return recipe, mine, corr, spec, proc
+
+
+def finish_agreement(pending, budget_s: float) -> dict:
+    """Waits at most ``budget_s`` for the reference of :func:`start_agreement` and compares:
+    relative differences, the CPU's direction both from the accelerator's Jacobian (the
+    solve alone) and from its own (the whole pipeline)."""
+    import jax
+    import numpy as np
+
+    from quantax_lite import tuning
+
+    recipe, mine, corr, spec, proc = pending
+    try:
+        output, _ = proc.communicate(timeout=max(budget_s, 1.0))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return dict(error=f"the float64 CPU reference did not finish in {budget_s:.0f} s")
     if proc.returncode:
-        return dict(error=(proc.stderr or proc.stdout).strip().splitlines()[-1][:300])
+        return dict(error=(output or "").strip().splitlines()[-1][:300] if output else f"exit {proc.returncode}")
     ref = dict(np.load(spec["out"]))
 
     def rel(a, b):
@@ -579,6 +615,7 @@ def main(argv=None):
     # as `quantax-lite train` runs (and vmc_scale.py, vmc_step.py); only on CPUs, where asking
     # jax's backend here cannot take an accelerator from the subprocess parts
     blas = limit_blas_threads() if backend == "cpu" else None
+    pending = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(todo):
             left = t_start + args.total_budget_s - time.time()
@@ -605,14 +642,30 @@ def main(argv=None):
                     part = run_scale(args, budget, plots["scale"], result["parts"].get("peaks"))
                 elif name == "w1":
                     part = run_w1(args, budget)
-                else:
-                    part = run_agreement(args, budget, tmp)
+                else:  # its CPU reference runs beside the parts after it; compared at the end
+                    pending["agreement"] = start_agreement(args, tmp)
+                    part = dict(started=True)
             except Exception as err:  # record it, run the other parts
                 part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
                 print(f"{name}: {part['error']}")
             part["wall_s"] = round(time.time() - t, 1)
             part["budget_s"] = round(budget, 1)
             result["parts"][name] = part
+        if "agreement" in pending:
+            started = result["parts"]["agreement"]
+            t = time.time()
+            left = t_start + args.total_budget_s - t
+            print(f"\n## agreement: the float64 CPU reference (waiting at most {max(left, 30):.0f} s)", flush=True)
+            try:
+                part = finish_agreement(pending.pop("agreement"), max(left, 30.0))
+            except Exception as err:
+                part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+            if "error" in part:
+                print(f"agreement: {part['error']}")
+            started.pop("started", None)
+            part.update(accelerator_wall_s=started["wall_s"], reference_wait_s=round(time.time() - t, 1),
+                        wall_s=round(started["wall_s"] + time.time() - t, 1), budget_s=started["budget_s"])
+            result["parts"]["agreement"] = part
     if blas is not None:
         blas.restore_original_limits()
     from _common import platform_info
