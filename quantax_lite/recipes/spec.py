@@ -49,7 +49,7 @@ class Recipe:
                                 "honeycomb (2) or kagome (3) lattice: 'triangular:6x6', 'honeycomb:3x3', 'kagome:2x3' "
                                 "(or a quantax_lite Lattice)")
     hamiltonian: str = recipe_field("heisenberg", str, "system", MODELS_HELP, HAMILTONIANS)
-    J2: float | None = recipe_field(None, float, "system", "next-nearest coupling, j1j2 only (default: 0.5)")
+    J2: float | None = recipe_field(None, float, "system", "next-nearest coupling of j1j2 and of models registered with it (default: 0.5)")
     h: float | None = recipe_field(None, float, "system", "transverse field, tfim only (default: 1.0)")
     marshall: bool = recipe_field(True, bool, "system", "the Marshall sign rule (Heisenberg / J1-J2) where the lattice "
                                   "is bipartite (chains and square lattices of even sides, honeycomb); triangular and "
