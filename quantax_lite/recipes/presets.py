@@ -43,12 +43,12 @@ PRESETS = types.MappingProxyType({
     # accelerator rows (budgets in chip-minutes): 16 channels, depth 6
     "heisenberg_6x6_chip": dict(lattice="6x6", hamiltonian="heisenberg", channels=16, depth=6, samples=4096,
                                 lr_half_life=1000.0, eval_samples=65536),
-    "j1j2_6x6_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=6, samples=2048,
-                          symmetry="translations>full@4000", lr_half_life=1000.0, full_stage_samples=1024,
+    "j1j2_6x6_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=6, samples=8192,
+                          symmetry="translations>full@2500", lr_half_life=1000.0, full_stage_samples=2048,
                           full_stage_lr=0.01, **_SPRING, eval_samples=32768),
     "heisenberg_triangular6x6_chip": dict(lattice="triangular:6x6", hamiltonian="heisenberg", channels=16, depth=6,
-                                          samples=2048, symmetry="translations>full@3000", lr_half_life=1000.0,
-                                          full_stage_samples=512, full_stage_lr=0.01, **_SPRING,
+                                          samples=8192, symmetry="translations>full@2500", lr_half_life=1000.0,
+                                          full_stage_samples=1024, full_stage_lr=0.01, **_SPRING,
                                           eval_samples=16384),
     "j1j2_10x10_chip": dict(lattice="10x10", **_J1J2, channels=16, depth=6, samples=2048, lr=0.005,
                             lr_half_life=1000.0, **_SPRING, eval_samples=16384),
@@ -57,8 +57,8 @@ PRESETS = types.MappingProxyType({
 ITERATIONS = types.MappingProxyType({
     "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
     "heisenberg_chain20": 1800, "heisenberg_6x6": 850, "j1j2_6x6": 800, "heisenberg_triangular6x6": 450,
-    "heisenberg_kagome2x3": 400, "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 5000,
-    "heisenberg_triangular6x6_chip": 4000, "j1j2_10x10_chip": 3000,
+    "heisenberg_kagome2x3": 400, "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500,
+    "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
 })
 
 
