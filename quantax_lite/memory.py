@@ -26,11 +26,12 @@ from typing import Any, Callable, Sequence
 
 import jax
 
-from ._validate import finite_number
+from ._validate import finite_number, positive_int
+from .errors import FieldError, FieldTypeError
 
 __all__ = [
     "MemoryBudgetError", "program_bytes", "chunk_candidates", "largest_fitting_chunk", "device_memory_bytes",
-    "resolve_memory_budget", "check_memory_budget",
+    "resolve_memory_budget", "check_memory_budget", "check_chunk_size",
 ]
 
 
@@ -115,6 +116,18 @@ def device_memory_bytes(device=None) -> int:
         raise ValueError(f"memory_budget: {device} reports no memory size; pass memory_budget in bytes.")
     sharing = len(jax.local_devices(backend=device.platform)) if device.platform == "cpu" else 1
     return host // max(1, sharing)
+
+
+def check_chunk_size(chunk_size) -> None:
+    """'auto', None or a positive int: samples per device per chunk (the first two leave
+    the chunks to the library); ``TypeError`` / ``ValueError`` naming ``chunk_size`` otherwise."""
+    if chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto":
+        return
+    try:
+        positive_int(chunk_size, "chunk_size")
+    except (TypeError, ValueError) as err:
+        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
+        raise kind("chunk_size", f"chunk_size: expected a positive int, 'auto' or None, got {chunk_size!r}") from None
 
 
 def check_memory_budget(memory_budget) -> int | float | None:

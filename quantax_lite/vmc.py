@@ -26,7 +26,6 @@ from . import memory, run_folder, tuning
 from ._validate import positive_int
 from .checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
 from .draws import draw_samples
-from .errors import FieldError, FieldTypeError
 from .jacobian import jacobian
 from .models import derivative_form
 from .operators import SpinHamiltonian, make_local_energy
@@ -65,14 +64,10 @@ class ChunkSizes(NamedTuple):
 
 
 def _check_chunk_size(chunk_size, memory_budget) -> None:
+    memory.check_chunk_size(chunk_size)
     if chunk_size is None or (isinstance(chunk_size, str) and chunk_size == "auto"):
         memory.check_memory_budget(memory_budget)
         return
-    try:
-        positive_int(chunk_size, "chunk_size")
-    except (TypeError, ValueError) as err:
-        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
-        raise kind("chunk_size", f"chunk_size: expected a positive int, 'auto' or None, got {chunk_size!r}") from None
     if memory_budget is not None:
         raise ValueError(
             f"memory_budget: caps the chunks of chunk_size='auto'; with chunk_size={chunk_size} the chunk is "

@@ -9,25 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._validate import positive_int
-from ..errors import FieldError, FieldTypeError, concerning
-from ..memory import check_memory_budget
+from ..errors import FieldError, concerning
+from ..memory import check_chunk_size, check_memory_budget
 
 
 def is_auto_chunk(chunk_size) -> bool:
     """Whether ``chunk_size`` leaves the chunks to the library: 'auto' or None."""
     return chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto"
-
-
-def check_chunk_size(chunk_size) -> None:
-    """'auto', None or a positive int; ``TypeError`` / ``ValueError`` naming ``chunk_size`` otherwise."""
-    if is_auto_chunk(chunk_size):
-        return
-    try:
-        positive_int(chunk_size, "chunk_size")
-    except (TypeError, ValueError) as err:
-        kind = FieldTypeError if isinstance(err, TypeError) else FieldError
-        raise kind("chunk_size", f"chunk_size: expected a positive int or 'auto', got {chunk_size!r}") from None
 
 
 def check_budget_applies(chunk_size, memory_budget) -> None:
