@@ -15,6 +15,7 @@ import tomllib
 from importlib.metadata import PackageNotFoundError, version
 
 from .errors import FieldError
+from .hamiltonians import hamiltonian_entry, hamiltonian_names
 from .recipes import Recipe, int_or_auto, int_or_float
 
 __all__ = ["build_parser", "read_config", "RECIPE", "GROUPS", "LEGACY"]
@@ -65,6 +66,11 @@ def _version() -> str:
         return "unknown"
 
 
+def _models_help() -> str:
+    """``--hamiltonian``'s help: every model registered when the parser is built, with its phrase."""
+    return "; ".join(f"{name}: {hamiltonian_entry(name).help}" for name in hamiltonian_names())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser; its ``train_parser`` attribute is the parser of ``train``."""
     parser = _Parser(prog="quantax-lite", description="Neural quantum states by variational Monte Carlo.")
@@ -89,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
             group.add_argument(f"--no-{f.name}", dest=f.name, action="store_false", help=f"do not apply {meta['help']}")
             continue
         shown = "" if f.default is None else f" (default: {f.default})"
+        text = _models_help() if f.name == "hamiltonian" else meta["help"]
         group.add_argument(name, type=meta["type"], default=f.default, choices=meta["choices"], action=_Given,
-                           help=argparse.SUPPRESS if f.name in LEGACY else meta["help"] + shown)
+                           help=argparse.SUPPRESS if f.name in LEGACY else text + shown)
     r = g["run"]
     r.add_argument("--config", metavar="FILE", help="read the options from FILE (TOML if it ends in .toml, "
                    "else JSON: {\"lattice\": \"6x6\", \"lr\": 0.01, ...}, keys as the options' names); options "

@@ -5,6 +5,7 @@ sign, the sector chosen by the sign rule or by exact diagonalization, the refere
 the summary's words and units, the command's choices, and a short run by exact sums to
 the exact ground state. Registration in a test does not leak: the fixture unregisters it.
 The built-in models' entries decide what the name branches of earlier versions did."""
+import argparse
 import dataclasses
 
 import jax.numpy as jnp
@@ -92,6 +93,9 @@ def test_the_toy_model_is_the_xxz_model_of_the_library():
 def test_a_registered_model_is_a_choice_of_the_recipe_and_the_command(xxz):
     assert hamiltonian_names() == ("heisenberg", "j1j2", "tfim", "xxz_chain")
     assert build_parser().parse_args(["train", "--hamiltonian", "xxz_chain", "--J2", "0.2"]).hamiltonian == "xxz_chain"
+    train_help = " ".join(next(a for a in build_parser()._subparsers._actions  # noqa: SLF001
+                               if isinstance(a, argparse._SubParsersAction)).choices["train"].format_help().split())
+    assert "xxz_chain: an XXZ chain (delta = 0.5) with next-nearest J2" in train_help  # listed with its phrase
     recipe = Recipe(lattice="chain:8", hamiltonian="xxz_chain", J2=0.2)
     lattice, ham, group = recipe.system()
     assert isinstance(ham, XXZChain) and ham.J2 == 0.2 and ham.marshall_sign and group.n_elements == 8
