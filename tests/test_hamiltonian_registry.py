@@ -176,12 +176,16 @@ def test_register_hamiltonian_checks_its_arguments():
         (dict(default=float("nan")), TypeError, "^default: expected a finite number"),
         (dict(marshall="yes"), TypeError, "^marshall: expected a bool"),
         (dict(positive=True), TypeError, "^positive: expected a function or None"),
+        (dict(help=3), TypeError, "^help: expected a string"),
+        (dict(units=""), TypeError, "^units: expected a string"),
     ):
         args = {"name": "bad_toy", "title": "toy", **kwargs}
-        with pytest.raises(error, match=match):
+        with pytest.raises(error, match=match) as err:
             register_hamiltonian(args.pop("name"), **args)
-    with pytest.raises(TypeError, match="^builder: expected a function"):
+        assert err.value.field == match[1:].split(":")[0]  # errors that name their argument
+    with pytest.raises(TypeError, match="^builder: expected a function") as err:
         register_hamiltonian("bad_toy", title="toy")(3)
+    assert err.value.field == "builder"
     assert "bad_toy" not in hamiltonian_names()
 
 

@@ -103,19 +103,20 @@ _HAMILTONIANS: dict[str, HamiltonianEntry] = {}
 
 def _check_registration(name, title, coupling, default, flags, rules) -> None:
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"name: expected an identifier such as 'j1j2', got {name!r}")
+        raise FieldError("name", f"name: expected an identifier such as 'j1j2', got {name!r}")
     if not isinstance(title, str) or not title:
-        raise ValueError(f"title: expected the model in words (e.g. 'J1-J2 model'), got {title!r}")
+        raise FieldError("title", f"title: expected the model in words (e.g. 'J1-J2 model'), got {title!r}")
     if coupling is not None and (not isinstance(coupling, str) or not coupling.isidentifier()):
-        raise ValueError(f"coupling: expected the name of a recipe field (e.g. 'J2') or None, got {coupling!r}")
+        raise FieldError("coupling", f"coupling: expected the name of a recipe field (e.g. 'J2') or None, got "
+                         f"{coupling!r}")
     if isinstance(default, bool) or not isinstance(default, (int, float)) or not math.isfinite(default):
-        raise TypeError(f"default: expected a finite number, got {default!r}")
+        raise FieldTypeError("default", f"default: expected a finite number, got {default!r}")
     for key, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{key}: expected a bool, got {value!r}")
+            raise FieldTypeError(key, f"{key}: expected a bool, got {value!r}")
     for key, value in rules.items():
         if value is not None and not callable(value):
-            raise TypeError(f"{key}: expected a function or None, got {value!r}")
+            raise FieldTypeError(key, f"{key}: expected a function or None, got {value!r}")
 
 
 def register_hamiltonian(name: str, *, title: str, help: str = "", coupling: str | None = None, default: float = 0.0,
@@ -141,20 +142,22 @@ def register_hamiltonian(name: str, *, title: str, help: str = "", coupling: str
     _check_registration(name, title, coupling, default, dict(sz_sector=sz_sector, marshall=marshall,
                                                              antiferromagnet=antiferromagnet),
                         dict(sign_free=sign_free, positive=positive))
-    if not isinstance(help, str) or not isinstance(units, str) or not units:
-        raise TypeError(f"help, units: expected strings, got {help!r}, {units!r}")
+    if not isinstance(help, str):
+        raise FieldTypeError("help", f"help: expected a string, got {help!r}")
+    if not isinstance(units, str) or not units:
+        raise FieldTypeError("units", f"units: expected a string such as {SPIN_UNITS!r}, got {units!r}")
     if frustration is not None and not isinstance(frustration, str):
-        raise TypeError(f"frustration: expected a str or None, got {frustration!r}")
+        raise FieldTypeError("frustration", f"frustration: expected a str or None, got {frustration!r}")
 
     def register(builder: Callable) -> Callable:
         if not callable(builder):
-            raise TypeError(f"builder: expected a function (lattice, coupling, marshall) -> SpinHamiltonian, got "
-                            f"{builder!r}")
+            raise FieldTypeError("builder", "builder: expected a function (lattice, coupling, marshall) -> "
+                                 f"SpinHamiltonian, got {builder!r}")
         for key, value in dict(builder=builder, sign_free=sign_free, positive=positive).items():
             try:  # an entry keys the caches of sectors and exact energies
                 hash(value)
             except TypeError:
-                raise TypeError(f"{key}: expected a hashable function, got {value!r}") from None
+                raise FieldTypeError(key, f"{key}: expected a hashable function, got {value!r}") from None
         _HAMILTONIANS[name] = HamiltonianEntry(name, builder, title, help, coupling, float(default), units, sz_sector,
                                                marshall, antiferromagnet, frustration, sign_free, positive)
         return builder
@@ -165,7 +168,7 @@ def register_hamiltonian(name: str, *, title: str, help: str = "", coupling: str
 def unregister_hamiltonian(name: str) -> HamiltonianEntry:
     """Removes the model ``name`` from the registry; returns its entry (``ValueError`` naming ``name``)."""
     if name not in _HAMILTONIANS:
-        raise ValueError(f"name: no Hamiltonian {name!r} is registered; registered: {hamiltonian_names()}")
+        raise FieldError("name", f"name: no Hamiltonian {name!r} is registered; registered: {hamiltonian_names()}")
     return _HAMILTONIANS.pop(name)
 
 
