@@ -5,11 +5,11 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .checks import chains, host, int8_samples, two_dimensional, weights as checked_weights
+from .checks import host, two_dimensional
 from .column_stats import stats_of_columns
 from .contract import Observable, Part
 from .json_values import mean_error
-from .programs import log_psi_samples as checked_log_psi
+from .programs import sampled_inputs
 from .ratios import moved_values, pairs_spec
 from .sz_correlations import pairs_to_matrix, sz_correlations
 
@@ -60,11 +60,8 @@ def spin_correlations(
     n_sites = samples.shape[1]
     if n_sites < 2:
         raise ValueError(f"samples: expected at least 2 sites, got shape {tuple(samples.shape)}")
-    samples = int8_samples(samples, n_sites)
-    n = samples.shape[0]
-    n_chains = chains(n_chains, n)
-    w = checked_weights(weights, n)
-    lp = checked_log_psi(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
+    samples, n_chains, w, lp = sampled_inputs(log_psi, params, samples, n_sites, n_chains, weights,
+                                              log_psi_samples, chunk_size, mesh)
     (values,) = moved_values(log_psi, params, samples, lp, [pairs_spec(n_sites)], chunk_size, mesh)
     mean, error, tau = stats_of_columns(values, n_chains, w)
     zz_mean, zz_error = sz_correlations(samples, n_chains=n_chains, weights=w)

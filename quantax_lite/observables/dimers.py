@@ -7,12 +7,12 @@ import numpy as np
 
 from .._validate import positive_int
 from ..lattice import Lattice
-from .checks import chains, host, int8_samples, lattice_of, weights as checked_weights
+from .checks import host, lattice_of
 from .column_stats import series_stats, stats_of_columns
 from .contract import Observable, Part
 from .distance import displacement_shells
 from .json_values import nested_list, number
-from .programs import log_psi_samples as checked_log_psi
+from .programs import sampled_inputs
 from .ratios import moved_values
 
 
@@ -77,11 +77,8 @@ def dimer_correlations(
     if axis >= lattice.ndim or lattice.shape[axis] < 2:
         raise ValueError(f"axis: expected an axis of length >= 2 of the lattice {lattice.name}, got {axis}")
     n_sites = lattice.n_sites
-    samples = int8_samples(samples, n_sites)
-    n = samples.shape[0]
-    n_chains = chains(n_chains, n)
-    w = checked_weights(weights, n)
-    lp = checked_log_psi(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
+    samples, n_chains, w, lp = sampled_inputs(log_psi, params, samples, n_sites, n_chains, weights,
+                                              log_psi_samples, chunk_size, mesh)
     spec, meta = dimer_spec(lattice, axis)
     (values,) = moved_values(log_psi, params, samples, lp, [spec], chunk_size, mesh)
     return _dimers_of(values, meta, n_chains, w)

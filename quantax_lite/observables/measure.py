@@ -11,10 +11,10 @@ import numpy as np
 
 from ..lattice import Lattice
 from ..operators import SpinHamiltonian, hamiltonian_sizes
-from .checks import chains, int8_samples, lattice_of, samples_host, weights as checked_weights
+from .checks import lattice_of, samples_host
 from .column_stats import all_column_stats
 from .contract import ColumnStats, Inputs, Part, registered_observables
-from .programs import log_psi_samples as checked_log_psi
+from .programs import sampled_inputs
 from .ratios import moved_values
 
 SCHEMA = "quantax_lite.observables/1"
@@ -47,11 +47,9 @@ def measure(
     lattice = lattice_of(lattice)
     chosen = registered_observables(observables)
     n_sites = lattice.n_sites
-    samples = int8_samples(samples, n_sites)
+    samples, n_chains, w, lp = sampled_inputs(log_psi, params, samples, n_sites, n_chains, weights,
+                                              log_psi_samples, chunk_size, mesh)
     n = samples.shape[0]
-    n_chains = chains(n_chains, n)
-    w = checked_weights(weights, n)
-    lp = checked_log_psi(log_psi, params, samples, log_psi_samples, chunk_size, mesh)
     if hamiltonian is not None:
         h_sites, _ = hamiltonian_sizes(hamiltonian)
         if h_sites != n_sites:

@@ -11,6 +11,7 @@ from .. import tuning
 from .._validate import positive_int
 from ..operators import make_local_energy
 from ..utils import chunk_map
+from .checks import chains, int8_samples, weights as checked_weights
 
 
 def cached(build):
@@ -53,6 +54,19 @@ def log_psi_samples(log_psi, params, samples, given, chunk_size=None, mesh=None)
     if lp.shape != (samples.shape[0],):
         raise ValueError(f"log_psi_samples: expected shape ({samples.shape[0]},), got {lp.shape}")
     return lp
+
+
+def sampled_inputs(log_psi, params, samples, n_sites: int, n_chains, weights, given_log_psi, chunk_size=None,
+                   mesh=None):
+    """What an observable of samples starts from, checked: ``(samples, n_chains, weights,
+    log_psi)`` with the samples ``(n_samples, n_sites)`` int8, the chain count (None: 1),
+    the normalized exact weights or None, and ``log psi`` of every sample
+    (:func:`log_psi_samples`)."""
+    samples = int8_samples(samples, n_sites)
+    n = samples.shape[0]
+    n_chains = chains(n_chains, n)
+    w = checked_weights(weights, n)
+    return samples, n_chains, w, log_psi_samples(log_psi, params, samples, given_log_psi, chunk_size, mesh)
 
 
 def local_values(log_psi, params, samples, operator, chunk_size, mesh, given_log_psi):
