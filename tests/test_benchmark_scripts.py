@@ -566,3 +566,44 @@ def test_peers_quick_records_ours_and_the_peers_that_are_not_installed(tmp_path)
     existed = default.exists()
     proc = script("peers", "--quick", "--only", "netket", timeout=120)
     assert proc.returncode == 0 and default.exists() == existed  # no --json: printed only
+
+
+# --------------------------------------------------------------------------- #
+# reproducibility.py: three runs of a row compared step by step              #
+# --------------------------------------------------------------------------- #
+def test_reproducibility_comparisons_find_the_first_difference():
+    repro = load("reproducibility")
+    rng = np.random.default_rng()
+    log = [dict(iteration=i, energy=float(rng.normal()), energy_error=0.1, sr_fallback=False, r_hat=None,
+                wall_time_s=float(i)) for i in range(1, 6)]
+    clocked = [dict(r, wall_time_s=r["wall_time_s"] + 1.0) for r in log]  # the clock is no trajectory
+    assert repro.compare_logs(log, clocked)["identical"]
+    moved = [dict(r) for r in log]
+    moved[3]["energy"] = np.nextafter(moved[3]["energy"], np.inf)  # one ulp at step 4
+    moved[4]["energy_error"] = 0.2
+    c = repro.compare_logs(log, moved)
+    assert not c["identical"] and c["first_difference"] == 4
+    assert 0 < c["max_abs_difference"]["energy"] < 1e-12 and c["max_abs_difference"]["energy_error"] == 0.1
+    assert not repro.compare_logs(log, log[:-1])["identical"]
+    nan = [dict(r, energy=float("nan")) for r in log]
+    assert repro.compare_logs(nan, [dict(r) for r in nan])["identical"]
+    assert repro.compare_logs(log, nan)["max_abs_difference"]["energy"] == math.inf
+
+    params = {"w": rng.normal(size=(3, 4)).astype(np.float32), "key": np.arange(2, dtype=np.uint32)}
+    assert repro.compare_parameters(params, {k: v.copy() for k, v in params.items()})["identical"]
+    w = params["w"].copy()
+    w[1, 2] *= 1.001
+    c = repro.compare_parameters(params, dict(params, w=w))
+    assert not c["identical"] and 0 < c["max_relative_difference"] < 1e-2
+    assert not repro.compare_parameters(params, dict(params, key=np.array([0, 2], np.uint32)))["identical"]
+    assert not repro.compare_summaries(dict(energy=-1.0, iterations=4), dict(energy=-1.0, iterations=5))["identical"]
+
+
+def test_reproducibility_quick_runs_are_identical_and_resumed_equals_straight(tmp_path, capsys):
+    repro = load("reproducibility")
+    json_path = tmp_path / "r.json"
+    assert repro.main(["--quick", "--out", str(tmp_path / "runs"), "--json", str(json_path)]) == 0
+    stored = json.loads(json_path.read_text())
+    result = stored[jax.default_backend()]
+    assert result["reproducible"] and result["resumed_at"] == 2 and result["again"]["log"]["steps"] == 4
+    assert "again      identical" in capsys.readouterr().out

@@ -1,0 +1,212 @@
+"""Is a run reproducible from its preset and seed, and does a resumed run follow it exactly?
+
+Trains one row of ``benchmarks/accuracy.py`` (its options, with ``--iters``,
+``--eval-samples`` and no time limit) three times from the row's seed, in one process:
+
+* ``first``: straight through;
+* ``again``: straight through once more;
+* ``resumed``: stopped after half the steps (with its checkpoint), then ``--resume``\\ d to
+  the end, as a row trained across the chip's 10-minute windows is.
+
+and compares ``again`` and ``resumed`` with ``first``: every number of every step's log
+record (energy, error bar, variance, acceptance, step norm ...; not the wall time), the
+parameters of the final checkpoint, and the final estimate from fresh samples. Identical
+means equal bit for bit; otherwise the largest differences and the first step that differs
+are recorded.
+
+    python benchmarks/reproducibility.py --only heisenberg_6x6_chip --iters 100   # on a chip
+    python benchmarks/reproducibility.py --quick                                  # CPU smoke test
+
+Prints a table and writes ``benchmarks/results/reproducibility.json`` (or ``--json``; the
+result is stored under the key of jax's backend, the others kept).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accuracy import SYSTEMS  # noqa: E402
+
+from quantax_lite.run_folder import read_log  # noqa: E402
+from quantax_lite.utils.files import atomic_write  # noqa: E402
+
+DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "reproducibility.json")
+# log fields that are measurements of the run's own clock, not of its trajectory
+CLOCK_FIELDS = ("wall_time_s",)
+# the final estimate's fields compared (summary.json)
+SUMMARY_FIELDS = ("energy", "energy_error", "variance", "iterations")
+QUICK = dict(row="heisenberg_4x4", iters=4, eval_samples=128, extra=["--samples", "32", "--channels", "2", "--depth", "1"])
+
+
+def _numbers(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in CLOCK_FIELDS and isinstance(v, (int, float, bool))}
+
+
+def _diff(a, b) -> float:
+    """|a - b| (0 for equal values, inf for one non-finite value and not the other)."""
+    if a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)):
+        return 0.0
+    d = abs(float(a) - float(b))
+    return d if math.isfinite(d) else math.inf
+
+
+def compare_logs(first: list[dict], other: list[dict]) -> dict:
+    """Step-by-step comparison of two runs' log records (``log.jsonl``): ``identical``,
+    ``first_difference`` (the iteration of the first record that differs, or None),
+    ``max_abs_difference`` per field and ``steps`` (records compared)."""
+    by_step = {r["iteration"]: r for r in other}
+    steps = [r["iteration"] for r in first]
+    if sorted(by_step) != steps:
+        return dict(identical=False, first_difference=None, steps=len(steps), max_abs_difference={},
+                    note=f"different steps logged: {len(steps)} against {len(by_step)}")
+    first_difference, worst = None, {}
+    for rec in first:
+        a, b = _numbers(rec), _numbers(by_step[rec["iteration"]])
+        for key in sorted(set(a) | set(b)):
+            d = _diff(a[key], b[key]) if key in a and key in b else math.inf
+            worst[key] = max(worst.get(key, 0.0), d)
+            if d != 0.0 and first_difference is None:
+                first_difference = rec["iteration"]
+    return dict(identical=first_difference is None, first_difference=first_difference, steps=len(steps),
+                max_abs_difference={k: v for k, v in worst.items() if v != 0.0})
+
+
+def compare_parameters(first: dict, other: dict) -> dict:
+    """Leaf-by-leaf comparison of two checkpoints' arrays (as read by
+    ``read_latest_checkpoint``): ``identical`` and the largest difference relative to the
+    leaf's largest magnitude."""
+    if sorted(first) != sorted(other):
+        return dict(identical=False, max_relative_difference=math.inf, note="different leaves")
+    worst, identical = 0.0, True
+    for name in first:
+        a, b = np.asarray(first[name]), np.asarray(other[name])
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return dict(identical=False, max_relative_difference=math.inf, note=f"{name}: shape or dtype differs")
+        if a.dtype.kind not in "fc":  # PRNG keys, counters: equal or not
+            identical = identical and bool(np.array_equal(a, b))
+            continue
+        if not np.array_equal(a, b):
+            identical = False
+            scale = float(np.max(np.abs(a))) or 1.0
+            worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+    return dict(identical=identical, max_relative_difference=worst)
+
+
+def compare_summaries(first: dict, other: dict) -> dict:
+    diffs = {k: _diff(first.get(k), other.get(k)) for k in SUMMARY_FIELDS if k in first or k in other}
+    return dict(identical=all(v == 0.0 for v in diffs.values()),
+                max_abs_difference={k: v for k, v in diffs.items() if v != 0.0})
+
+
+def _run(cli, opts: list, out: str, iters: int, resume: bool = False) -> None:
+    status = cli.main(["train", *opts, "--iters", str(iters), "--out", out, "--no-progress"]
+                      + (["--resume"] if resume else []))
+    if status != 0:
+        raise SystemExit(f"reproducibility: quantax-lite train exited with status {status} (its folder: {out})")
+
+
+def _read(out: str) -> tuple[list[dict], dict, dict]:
+    from quantax_lite.checkpoint import read_latest_checkpoint
+
+    arrays, _, _ = read_latest_checkpoint(out)
+    with open(os.path.join(out, "summary.json")) as fh:
+        summary = json.load(fh)
+    return read_log(os.path.join(out, "log.jsonl")), arrays, summary
+
+
+def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | None = None) -> dict:
+    """Train ``row`` three times (first, again, resumed at ``iters // 2``) under ``parent``
+    and compare; returns the result record."""
+    from quantax_lite import cli
+
+    import jax
+
+    opts = list(SYSTEMS[row]["args"]) + ["--eval-samples", str(eval_samples)] + list(extra or [])
+    runs = {name: os.path.join(parent, f"{row}_{name}") for name in ("first", "again", "resumed")}
+    for out in runs.values():
+        shutil.rmtree(out, ignore_errors=True)
+    _run(cli, opts, runs["first"], iters)
+    _run(cli, opts, runs["again"], iters)
+    half = max(1, iters // 2)
+    _run(cli, opts + ["--checkpoint-every", str(half)], runs["resumed"], half)
+    _run(cli, opts + ["--checkpoint-every", str(half)], runs["resumed"], iters, resume=True)
+    read = {name: _read(out) for name, out in runs.items()}
+    log0, params0, summary0 = read["first"]
+    result = dict(row=row, iters=iters, resumed_at=half, eval_samples=eval_samples, options=opts,
+                  backend=jax.default_backend(), device=str(jax.devices()[0].device_kind),
+                  jax_version=jax.__version__, energy=summary0["energy"], energy_error=summary0["energy_error"])
+    for name in ("again", "resumed"):
+        log, params, summary = read[name]
+        result[name] = dict(log=compare_logs(log0, log), parameters=compare_parameters(params0, params),
+                            estimate=compare_summaries(summary0, summary))
+        result[name]["identical"] = all(result[name][k]["identical"] for k in ("log", "parameters", "estimate"))
+    result["reproducible"] = result["again"]["identical"] and result["resumed"]["identical"]
+    return result
+
+
+def table(result: dict) -> str:
+    lines = [f"{result['row']}, {result['iters']} steps on {result['backend']} ({result['device']}): "
+             f"final energy {result['energy']:.8g} ± {result['energy_error']:.2g}",
+             f"{'run':<10} {'log':<28} {'parameters':<24} {'estimate':<20}"]
+    for name in ("again", "resumed"):
+        r = result[name]
+        log = "identical" if r["log"]["identical"] else (
+            f"differs from step {r['log']['first_difference']}: "
+            f"dE {r['log']['max_abs_difference'].get('energy', 0):.2g}")
+        par = "identical" if r["parameters"]["identical"] else f"rel. diff {r['parameters']['max_relative_difference']:.2g}"
+        est = "identical" if r["estimate"]["identical"] else (
+            f"dE {r['estimate']['max_abs_difference'].get('energy', 0):.2g}")
+        lines.append(f"{name:<10} {log:<28} {par:<24} {est:<20}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=sorted(SYSTEMS), help="the row of benchmarks/accuracy.py to train")
+    parser.add_argument("--iters", type=int, default=100, help="steps of each run (default 100)")
+    parser.add_argument("--eval-samples", type=int, default=4096, help="fresh samples of the final estimate")
+    parser.add_argument("--out", default="runs/reproducibility", help="parent folder of the three runs")
+    parser.add_argument("--json", default=None, help=f"result file (default {os.path.relpath(DEFAULT_JSON)}; "
+                                                     "none with --quick)")
+    parser.add_argument("--allow-cpu", action="store_true", help="train an accelerator row without an accelerator")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK['row']}, {QUICK['iters']} steps of a tiny network")
+    args = parser.parse_args(argv)
+    if args.iters < 2:
+        parser.error(f"--iters: at least 2 (the resumed run stops half-way), got {args.iters}")
+    if args.eval_samples < 1:
+        parser.error(f"--eval-samples: expected a positive count, got {args.eval_samples}")
+    if args.quick:
+        row, iters, eval_samples, extra = QUICK["row"], QUICK["iters"], QUICK["eval_samples"], QUICK["extra"]
+    else:
+        if args.only is None:
+            parser.error("--only: name the row to train (or --quick)")
+        row, iters, eval_samples, extra = args.only, args.iters, args.eval_samples, []
+    import jax
+
+    if SYSTEMS[row].get("accelerator") and jax.default_backend() == "cpu" and not (args.allow_cpu or args.quick):
+        parser.error(f"--only: {row} is an accelerator row and jax has no accelerator here; add --allow-cpu")
+    result = measure(row, iters, eval_samples, args.out, extra)
+    print(table(result))
+    json_path = args.json or (None if args.quick else DEFAULT_JSON)
+    if json_path:
+        stored = {}
+        if os.path.exists(json_path):
+            with open(json_path) as fh:
+                stored = json.load(fh)
+        stored[result["backend"]] = result
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+        with atomic_write(json_path) as fh:
+            json.dump(stored, fh, indent=2)
+        print(f"wrote {json_path}")
+    return 0 if result["reproducible"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
