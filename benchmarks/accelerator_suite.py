@@ -49,6 +49,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -602,8 +603,12 @@ def main(argv=None):
     load_start = os.getloadavg()
     print(f"# accelerator_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
           f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
-    result = dict(benchmark="accelerator_suite", quick=args.quick, backend=backend, budgets=dict(budgets, total=args.total_budget_s),
-                  parts={}, load_average_start=load_start)
+    command = "python benchmarks/accelerator_suite.py" + "".join(
+        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    result = dict(benchmark="accelerator_suite", command=command,
+                  started_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t_start)), quick=args.quick,
+                  backend=backend, budgets=dict(budgets, total=args.total_budget_s), parts={},
+                  load_average_start=load_start)
     todo = [name for name in PART_NAMES if name in args.parts]  # the subprocess parts first
     import jax
 

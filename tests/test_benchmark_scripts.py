@@ -142,6 +142,8 @@ def test_accelerator_suite_quick_end_to_end(tmp_path):
     proc = script("accelerator_suite", "--quick", "--json", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
+    assert result["command"] == f"python benchmarks/accelerator_suite.py --quick --json {out}"
+    assert result["started_utc"][:2] == "20"
     parts = result["parts"]
     assert set(parts) == {"train", "sharding", "memory", "peaks", "scale", "w1", "agreement"}
     for name, part in parts.items():
