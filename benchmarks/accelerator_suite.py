@@ -141,7 +141,8 @@ def platform_flag(backend: str) -> str:
 
 def run_train(args, budget_s: float, out_dir: str) -> dict:
     """``python -m quantax_lite train`` (the default 4x4 run) in a subprocess: the wall time of
-    its first step (compilation included) and of the training, and the final energy."""
+    its first step (compilation included, from nothing: without the compilation cache) and of
+    the training, and the final energy."""
     folder = os.path.join(out_dir, "train")
     cmd = [sys.executable, "-m", "quantax_lite", "train", "--out", folder, "--iters", str(args.train_iters)]
     if args.quick:
@@ -150,7 +151,9 @@ def run_train(args, budget_s: float, out_dir: str) -> dict:
     print(f"$ {out['command']}", flush=True)
     t = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, timeout=budget_s, capture_output=True, text=True, cwd=os.path.dirname(HERE))
+        env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+        proc = subprocess.run(cmd, timeout=budget_s, capture_output=True, text=True, cwd=os.path.dirname(HERE),
+                              env=dict(env, QUANTAX_LITE_COMPILE_CACHE="0"))
         out["returncode"] = proc.returncode
         if proc.returncode:
             out["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-1][:300]

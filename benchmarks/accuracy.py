@@ -544,13 +544,31 @@ def unpack_runs(archive: str, out: str) -> None:
             os.chmod(os.path.join(root, f), 0o644)
 
 
+# with --archive, compiled programs are kept in this folder of --out and travel with the runs
+# (the next window, on a bare machine, loads them instead of compiling for minutes), as long
+# as they keep the archive small enough to come back from the chip's machine (16 MiB a file)
+CACHE_FOLDER = "compile_cache"
+ARCHIVED_CACHE_LIMIT = 12 * 2**20
+
+
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+
+
 def pack_runs(out: str, archive: str) -> None:
     """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
-    written whole, then renamed."""
+    written whole, then renamed; the compilation cache (``CACHE_FOLDER``) only while its
+    files hold at most ``ARCHIVED_CACHE_LIMIT`` bytes."""
     with atomic_write(archive, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
         for name in sorted(os.listdir(out)):
-            if os.path.isdir(os.path.join(out, name)):
-                tar.add(os.path.join(out, name), arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
+            path = os.path.join(out, name)
+            if not os.path.isdir(path):
+                continue
+            if name == CACHE_FOLDER and folder_bytes(path) > ARCHIVED_CACHE_LIMIT:
+                print(f"accuracy: the compilation cache ({folder_bytes(path) / 2**20:.1f} MiB) is left out of "
+                      f"{archive}: the next window compiles again", flush=True)
+                continue
+            tar.add(path, arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
 
 
 def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
@@ -617,7 +635,8 @@ def main(argv=None):
     parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
     parser.add_argument("--archive", metavar="FILE.tgz",
                         help="the run folders of --out as one gzipped tar (for a machine that returns few files): "
-                             "unpacked into --out first when it exists, rewritten after every row")
+                             "unpacked into --out first when it exists, rewritten after every row; the compiled "
+                             "programs go with them (in --out/compile_cache) while they are small enough")
     args = parser.parse_args(argv)
     if args.window is not None and not args.window > 0:
         parser.error(f"--window: expected a positive number of minutes, got {args.window}")
@@ -629,7 +648,7 @@ def main(argv=None):
         return
     json_path, plot_path = output_paths(args.quick, args.json, args.plot)
 
-    from quantax_lite import cli
+    from quantax_lite import cli, compile_cache
 
     import jax
 
@@ -641,6 +660,8 @@ def main(argv=None):
                      "accelerator here; add --allow-cpu to run them anyway")
     if args.archive and os.path.exists(args.archive):
         unpack_runs(args.archive, args.out)
+    if args.archive and compile_cache.ENV not in os.environ:  # the compiled programs travel with the runs
+        os.environ[compile_cache.ENV] = os.path.join(os.path.abspath(args.out), CACHE_FOLDER)
     rows = []
     for name in names:
         spec = SYSTEMS[name]

@@ -141,7 +141,10 @@ def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | 
     log0, params0, summary0 = read["first"]
     result = dict(row=row, iters=iters, resumed_at=half, eval_samples=eval_samples, options=opts,
                   backend=jax.default_backend(), device=str(jax.devices()[0].device_kind),
-                  jax_version=jax.__version__, energy=summary0["energy"], energy_error=summary0["energy_error"])
+                  jax_version=jax.__version__, energy=summary0["energy"], energy_error=summary0["energy_error"],
+                  # each run's own clock (summary.json; the resumed run's second part only): the first
+                  # compiles everything, the later ones find in the compilation cache what it compiled
+                  **{f"{name}_wall_time_s": read[name][2]["wall_time_s"] for name in runs})
     for name in ("again", "resumed"):
         log, params, summary = read[name]
         result[name] = dict(log=compare_logs(log0, log), parameters=compare_parameters(params0, params),

@@ -15,6 +15,7 @@ import re
 import sys
 import warnings
 
+from . import compile_cache
 from .draws import draw_samples  # noqa: F401  (cli.draw_samples of earlier versions)
 from .errors import FieldError, as_field_error
 from .measure_run import every_configuration, measure_samples  # noqa: F401  (as draw_samples)
@@ -83,6 +84,7 @@ def train(args) -> dict | None:
            resume=args.resume)
     if args.dry_run:
         tuning.configure_x64()
+        compile_cache.configure()
         return _print_dry_run(training.dry_run(recipe, init_from=args.init_from))
     if args.coordinator is not None or args.distributed:
         if args.coordinator is not None:
@@ -95,6 +97,7 @@ def train(args) -> dict | None:
             raise UsageError(f"--coordinator {args.coordinator}: could not join the {args.num_processes} "
                              f"processes ({err}).") from None
     tuning.configure_x64()  # (after joining: it starts the backend) float64 solve on CPUs; float32 on accelerators
+    compile_cache.configure()  # programs compiled by an earlier run are loaded, not compiled again
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
     config["phase_rule"] = recipe.phase_rule_kind()  # what auto picks: runs made before the option resume
     if not recipe.has_momentum():  # no choice to record: a run of any version at k = 0 resumes
@@ -131,6 +134,7 @@ def measure(args) -> dict:
         raise UsageError("--memory-budget: measure does not choose its chunks from a memory budget; bound its "
                          "memory with --chunk-size (samples per device per chunk, e.g. 64).")
     tuning.configure_x64()
+    compile_cache.configure()
     done = measure_run(args.out, samples=args.samples, seed=args.seed, chunk_size=args.chunk_size,
                        dimers=args.dimers, progress=not args.no_progress)
     obs = done.observables

@@ -18,6 +18,8 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # the width rule of tuning.conv_form, not timings (tests of the timing turn it on themselves)
 os.environ.setdefault("QUANTAX_LITE_AUTOTUNE", "0")
+# the command keeps compiled programs in ~/.cache unless told not to: tests compile afresh
+os.environ.setdefault("QUANTAX_LITE_COMPILE_CACHE", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "quantax_lite_test_jax_cache"))
 if os.environ["JAX_COMPILATION_CACHE_DIR"]:
     # every program, however small or quick to compile

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / PACKAGE
 # Layer of each module (a package's entry covers its submodules; the longest prefix wins).
 LAYERS = {
     # L0 foundations: checks, speed and precision choices, batching, meshes, files
-    "_validate": 0, "errors": 0, "tuning": 0, "autotune": 0, "utils": 0,
+    "_validate": 0, "errors": 0, "tuning": 0, "autotune": 0, "compile_cache": 0, "utils": 0,
     # L1 physics
     "lattice": 1, "hilbert": 1, "symmetry": 1, "operators": 1, "spin_operators": 1, "exact": 1,
     "sign_rules": 1, "references": 1, "ground_sector": 1, "brillouin": 1, "hamiltonians": 1,

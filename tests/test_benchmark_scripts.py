@@ -608,4 +608,29 @@ def test_reproducibility_quick_runs_are_identical_and_resumed_equals_straight(tm
     stored = json.loads(json_path.read_text())
     result = stored[jax.default_backend()]
     assert result["reproducible"] and result["resumed_at"] == 2 and result["again"]["log"]["steps"] == 4
+    assert min(result[f"{run}_wall_time_s"] for run in ("first", "again", "resumed")) > 0
     assert "again      identical" in capsys.readouterr().out
+
+
+def test_accuracy_archive_carries_the_compilation_cache_while_it_is_small(tmp_path, monkeypatch, capsys):
+    import tarfile
+
+    accuracy = load("accuracy")
+    out = tmp_path / "runs"
+    (out / "row").mkdir(parents=True)
+    (out / "row" / "log.jsonl").write_text("{}\n")
+    (out / "row" / ".lock").write_text("")
+    (out / accuracy.CACHE_FOLDER).mkdir()
+    (out / accuracy.CACHE_FOLDER / "jit_step-abc").write_bytes(b"x" * 1000)
+    archive = tmp_path / "runs.tgz"
+    accuracy.pack_runs(str(out), str(archive))
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["compile_cache", "compile_cache/jit_step-abc", "row", "row/log.jsonl"]
+    monkeypatch.setattr(accuracy, "ARCHIVED_CACHE_LIMIT", 999)
+    accuracy.pack_runs(str(out), str(archive))
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["row", "row/log.jsonl"]
+    assert "compilation cache" in capsys.readouterr().out
+    back = tmp_path / "machine2"
+    accuracy.unpack_runs(str(archive), str(back))
+    assert (back / "row" / "log.jsonl").read_text() == "{}\n"

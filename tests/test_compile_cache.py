@@ -1,0 +1,78 @@
+"""quantax_lite.compile_cache: where the command keeps compiled programs, and that a second
+run loads them and computes the same numbers."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from quantax_lite import compile_cache
+
+
+@pytest.fixture
+def no_jax_folder(monkeypatch):
+    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: None)
+
+
+def test_the_folder_follows_the_environment(tmp_path, no_jax_folder):
+    env = compile_cache.ENV
+    for off in ("0", "off", "OFF", " ", "none", "false"):
+        assert compile_cache.cache_folder({env: off}) is None
+    assert compile_cache.cache_folder({env: str(tmp_path / "c")}) == str(tmp_path / "c")
+    assert compile_cache.cache_folder({env: "~/x"}) == os.path.join(os.path.expanduser("~"), "x")
+    assert compile_cache.cache_folder({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "quantax_lite" / "xla")
+    assert compile_cache.cache_folder({}) == os.path.join(os.path.expanduser("~"), ".cache", "quantax_lite", "xla")
+
+
+def test_a_folder_set_for_jax_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: str(tmp_path / "j"))
+    assert compile_cache.cache_folder({}) == str(tmp_path / "j")
+    assert compile_cache.cache_folder({compile_cache.ENV: str(tmp_path / "q")}) == str(tmp_path / "q")
+    assert compile_cache.configure({}) == str(tmp_path / "j")  # left as the user set it
+    assert compile_cache.configure({compile_cache.ENV: "0"}) is None
+
+
+def test_an_unusable_folder_warns_and_turns_the_cache_off(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.warns(UserWarning, match="compilation cache off"):
+        assert compile_cache.configure({compile_cache.ENV: str(blocker / "sub")}) is None
+
+
+RUN = """
+import json, sys
+import jax
+hits = []
+jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name))
+from quantax_lite import cli
+status = cli.main(["train", "--lattice", "4x4", "--samples", "32", "--iters", "3", "--eval-samples", "64",
+                   "--out", sys.argv[1], "--no-progress"])
+print(json.dumps(dict(status=status, hits=hits.count("/jax/compilation_cache/cache_hits"),
+                      folder=jax.config.jax_compilation_cache_dir)))
+"""
+
+
+def test_a_second_run_loads_its_programs_and_computes_the_same(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env.update(JAX_PLATFORMS="cpu", QUANTAX_LITE_COMPILE_CACHE=str(tmp_path / "cache"))
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if not f.startswith("--xla_force_host_platform_device_count"))
+    results = []
+    for run in ("first", "second"):
+        proc = subprocess.run([sys.executable, "-c", RUN, str(tmp_path / run)], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = results
+    assert first["status"] == second["status"] == 0
+    assert first["folder"] == str(tmp_path / "cache") and os.listdir(tmp_path / "cache")
+    assert first["hits"] == 0 and second["hits"] > 0
+
+    def trajectory(run):
+        with open(tmp_path / run / "log.jsonl") as fh:
+            return [{k: v for k, v in json.loads(line).items() if k != "wall_time_s"} for line in fh]
+
+    assert trajectory("first") == trajectory("second")
+    with open(tmp_path / "first" / "summary.json") as a, open(tmp_path / "second" / "summary.json") as b:
+        assert json.load(a)["energy"] == json.load(b)["energy"]
