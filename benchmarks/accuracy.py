@@ -172,7 +172,10 @@ SYSTEMS = {
     # the CPU rows' size). The frustrated rows: 8192 samples per step with the translations
     # (on 4x4 J1-J2 eight times the samples gave 4.3 times less error at equal steps: the
     # research log, 2026-12-06; the first chip run of j1j2_6x6_chip, with 2048, levelled off at
-    # 2.8e-3), then the full group with fewer samples and a fresh learning rate.
+    # 2.8e-3), then the full group with fewer samples and a fresh learning rate. The switch at
+    # step 1800: at about 0.35 s per step of 8192 samples (four times the 98 ms measured with
+    # 2048: an estimate) the translations take about 11 of the 16 training minutes, leaving
+    # about 5 for the full group (with 2048 samples at 6x6, 0.82 s per step).
     "heisenberg_6x6_chip": dict(
         target=1e-5, minutes=20, accelerator=True, published=[("exact (ED), 6x6 Heisenberg", -0.678872)],
         args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
@@ -182,7 +185,7 @@ SYSTEMS = {
         target=3e-4, minutes=20, accelerator=True,
         published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],
         args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
-              "--samples", "8192", "--symmetry", "translations>full@2500", "--iters", "3500",
+              "--samples", "8192", "--symmetry", "translations>full@1800", "--iters", "3500",
               "--lr-half-life", "1000", "--full-stage-samples", "2048", "--full-stage-lr", "0.01",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
@@ -191,7 +194,7 @@ SYSTEMS = {
         published=[("exact (ED), 36-site triangular", -0.5603734), ("GCNN (Roth, Szabo and MacDonald, PRB 108, "
                                                                    "054410 (2023))", -0.560313)],
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
-              "--samples", "8192", "--symmetry", "translations>full@2500", "--iters", "3500",
+              "--samples", "8192", "--symmetry", "translations>full@1800", "--iters", "3500",
               "--lr-half-life", "1000", "--full-stage-samples", "1024", "--full-stage-lr", "0.01",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
     ),
