@@ -609,7 +609,8 @@ def main(argv=None):
           f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
     command = "python benchmarks/accelerator_suite.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-    result = dict(benchmark="accelerator_suite", command=command,
+    environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("QUANTAX_LITE_", "JAX_", "XLA_"))}
+    result = dict(benchmark="accelerator_suite", command=command, environment=environment,
                   started_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t_start)), quick=args.quick,
                   backend=backend, budgets=dict(budgets, total=args.total_budget_s), parts={},
                   load_average_start=load_start)

@@ -548,30 +548,29 @@ def unpack_runs(archive: str, out: str) -> None:
 
 
 # with --archive, compiled programs are kept in this folder of --out and travel with the runs
-# (the next window, on a bare machine, loads them instead of compiling for minutes), as long
-# as they keep the archive small enough to come back from the chip's machine (16 MiB a file)
+# (the next window, on a bare machine, loads them instead of compiling), as long as the
+# archive stays small enough to come back from the chip's machine (16 MiB a file)
 CACHE_FOLDER = "compile_cache"
-ARCHIVED_CACHE_LIMIT = 12 * 2**20
+ARCHIVE_LIMIT = 15 * 2**20
 
 
-def folder_bytes(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+def _pack(out: str, archive: str, with_cache: bool) -> None:
+    with atomic_write(archive, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
+        for name in sorted(os.listdir(out)):
+            path = os.path.join(out, name)
+            if os.path.isdir(path) and (with_cache or name != CACHE_FOLDER):
+                tar.add(path, arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
 
 
 def pack_runs(out: str, archive: str) -> None:
     """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
-    written whole, then renamed; the compilation cache (``CACHE_FOLDER``) only while its
-    files hold at most ``ARCHIVED_CACHE_LIMIT`` bytes."""
-    with atomic_write(archive, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-        for name in sorted(os.listdir(out)):
-            path = os.path.join(out, name)
-            if not os.path.isdir(path):
-                continue
-            if name == CACHE_FOLDER and folder_bytes(path) > ARCHIVED_CACHE_LIMIT:
-                print(f"accuracy: the compilation cache ({folder_bytes(path) / 2**20:.1f} MiB) is left out of "
-                      f"{archive}: the next window compiles again", flush=True)
-                continue
-            tar.add(path, arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
+    written whole, then renamed; with the compilation cache (``CACHE_FOLDER``) unless the
+    archive would then be larger than ``ARCHIVE_LIMIT`` bytes."""
+    _pack(out, archive, with_cache=True)
+    if os.path.isdir(os.path.join(out, CACHE_FOLDER)) and os.path.getsize(archive) > ARCHIVE_LIMIT:
+        print(f"accuracy: {archive} holds the runs only: with the compilation cache it would be "
+              f"{os.path.getsize(archive) / 2**20:.1f} MiB (the next window compiles again)", flush=True)
+        _pack(out, archive, with_cache=False)
 
 
 def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:

@@ -1,14 +1,15 @@
 """Is a run reproducible from its preset and seed, and does a resumed run follow it exactly?
 
 Trains one row of ``benchmarks/accuracy.py`` (its options, with ``--iters``,
-``--eval-samples`` and no time limit) three times from the row's seed, in one process:
+``--eval-samples`` and no time limit) three times from the row's seed:
 
 * ``first``: straight through;
 * ``again``: straight through once more;
 * ``resumed``: stopped after half the steps (with its checkpoint), then ``--resume``\\ d to
-  the end, as a row trained across the chip's 10-minute windows is.
+  the end, as a row trained across the chip's 10-minute windows is;
 
-and compares ``again`` and ``resumed`` with ``first``: every number of every step's log
+each (each half of the resumed one) a ``quantax-lite train`` process of its own, and
+compares ``again`` and ``resumed`` with ``first``: every number of every step's log
 record (energy, error bar, variance, acceptance, step norm ...; not the wall time), the
 parameters of the final checkpoint, and the final estimate from fresh samples. Identical
 means equal bit for bit; otherwise the largest differences and the first step that differs
@@ -27,6 +28,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -46,13 +48,17 @@ QUICK = dict(row="heisenberg_4x4", iters=4, eval_samples=128, extra=["--samples"
 
 
 def _numbers(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k not in CLOCK_FIELDS and isinstance(v, (int, float, bool))}
+    """A log record's values that are no clock reading (numbers, flags, nulls)."""
+    return {k: v for k, v in record.items() if k not in CLOCK_FIELDS and (v is None or isinstance(v, (int, float)))}
 
 
 def _diff(a, b) -> float:
-    """|a - b| (0 for equal values, inf for one non-finite value and not the other)."""
+    """|a - b| for numbers (0 for equal ones, NaN equal to NaN); inf where only one is a
+    finite number, or the two differ otherwise (None against a number)."""
     if a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)):
         return 0.0
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        return math.inf
     d = abs(float(a) - float(b))
     return d if math.isfinite(d) else math.inf
 
@@ -63,7 +69,7 @@ def compare_logs(first: list[dict], other: list[dict]) -> dict:
     ``max_abs_difference`` per field and ``steps`` (records compared)."""
     by_step = {r["iteration"]: r for r in other}
     steps = [r["iteration"] for r in first]
-    if sorted(by_step) != steps:
+    if len(other) != len(first) or sorted(by_step) != steps:
         return dict(identical=False, first_difference=None, steps=len(steps), max_abs_difference={},
                     note=f"different steps logged: {len(steps)} against {len(by_step)}")
     first_difference, worst = None, {}
@@ -92,10 +98,13 @@ def compare_parameters(first: dict, other: dict) -> dict:
         if a.dtype.kind not in "fc":  # PRNG keys, counters: equal or not
             identical = identical and bool(np.array_equal(a, b))
             continue
-        if not np.array_equal(a, b):
+        if not np.array_equal(a, b, equal_nan=True):
             identical = False
-            scale = float(np.max(np.abs(a))) or 1.0
-            worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+            scale = float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 1.0
+            with np.errstate(invalid="ignore"):
+                d = np.abs(a - b)
+            d = np.where(np.isnan(a) & np.isnan(b), 0.0, np.where(np.isnan(d), np.inf, d))
+            worst = max(worst, float(np.max(d)) / (scale or 1.0))
     return dict(identical=identical, max_relative_difference=worst)
 
 
@@ -105,11 +114,11 @@ def compare_summaries(first: dict, other: dict) -> dict:
                 max_abs_difference={k: v for k, v in diffs.items() if v != 0.0})
 
 
-def _run(cli, opts: list, out: str, iters: int, resume: bool = False) -> None:
-    status = cli.main(["train", *opts, "--iters", str(iters), "--out", out, "--no-progress"]
-                      + (["--resume"] if resume else []))
-    if status != 0:
-        raise SystemExit(f"reproducibility: quantax-lite train exited with status {status} (its folder: {out})")
+def _run(opts: list, out: str, iters: int, resume: bool = False) -> None:
+    """``quantax-lite train`` in a process of its own, as each window on the chip is."""
+    cmd = [sys.executable, "-m", "quantax_lite", "train", *opts, "--iters", str(iters), "--out", out, "--no-progress"]
+    if subprocess.run(cmd + (["--resume"] if resume else [])).returncode != 0:
+        raise SystemExit(f"reproducibility: quantax-lite train exited with an error (its folder: {out})")
 
 
 def _read(out: str) -> tuple[list[dict], dict, dict]:
@@ -124,22 +133,21 @@ def _read(out: str) -> tuple[list[dict], dict, dict]:
 def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | None = None) -> dict:
     """Train ``row`` three times (first, again, resumed at ``iters // 2``) under ``parent``
     and compare; returns the result record."""
-    from quantax_lite import cli
-
     import jax
 
     opts = list(SYSTEMS[row]["args"]) + ["--eval-samples", str(eval_samples)] + list(extra or [])
     runs = {name: os.path.join(parent, f"{row}_{name}") for name in ("first", "again", "resumed")}
     for out in runs.values():
         shutil.rmtree(out, ignore_errors=True)
-    _run(cli, opts, runs["first"], iters)
-    _run(cli, opts, runs["again"], iters)
+    _run(opts, runs["first"], iters)
+    _run(opts, runs["again"], iters)
     half = max(1, iters // 2)
-    _run(cli, opts + ["--checkpoint-every", str(half)], runs["resumed"], half)
-    _run(cli, opts + ["--checkpoint-every", str(half)], runs["resumed"], iters, resume=True)
+    _run(opts + ["--checkpoint-every", str(half)], runs["resumed"], half)
+    _run(opts + ["--checkpoint-every", str(half)], runs["resumed"], iters, resume=True)
     read = {name: _read(out) for name, out in runs.items()}
     log0, params0, summary0 = read["first"]
     result = dict(row=row, iters=iters, resumed_at=half, eval_samples=eval_samples, options=opts,
+                  processes="one per run (the resumed run: one per half)",
                   backend=jax.default_backend(), device=str(jax.devices()[0].device_kind),
                   jax_version=jax.__version__, energy=summary0["energy"], energy_error=summary0["energy_error"],
                   # each run's own clock (summary.json; the resumed run's second part only): the first
@@ -152,6 +160,15 @@ def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | 
         result[name]["identical"] = all(result[name][k]["identical"] for k in ("log", "parameters", "estimate"))
     result["reproducible"] = result["again"]["identical"] and result["resumed"]["identical"]
     return result
+
+
+def _json_safe(x):
+    """``x`` with every non-finite float written as a string ("inf", "nan"): valid JSON."""
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return str(x) if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def table(result: dict) -> str:
@@ -206,7 +223,7 @@ def main(argv=None):
         stored[result["backend"]] = result
         os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
         with atomic_write(json_path) as fh:
-            json.dump(stored, fh, indent=2)
+            json.dump(_json_safe(stored), fh, indent=2, allow_nan=False)
         print(f"wrote {json_path}")
     return 0 if result["reproducible"] else 1
 

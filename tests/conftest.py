@@ -18,10 +18,11 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # the width rule of tuning.conv_form, not timings (tests of the timing turn it on themselves)
 os.environ.setdefault("QUANTAX_LITE_AUTOTUNE", "0")
-# the command keeps compiled programs in ~/.cache unless told not to: tests compile afresh
-os.environ.setdefault("QUANTAX_LITE_COMPILE_CACHE", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "quantax_lite_test_jax_cache"))
-if os.environ["JAX_COMPILATION_CACHE_DIR"]:
+if not os.environ["JAX_COMPILATION_CACHE_DIR"]:
+    # no cache: nor the command's own (quantax_lite.compile_cache), which would fill ~/.cache
+    os.environ.setdefault("QUANTAX_LITE_COMPILE_CACHE", "0")
+else:  # the command leaves a cache set up with JAX's own option as it is
     # every program, however small or quick to compile
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
 
@@ -142,7 +143,8 @@ def test_accelerator_suite_quick_end_to_end(tmp_path):
     proc = script("accelerator_suite", "--quick", "--json", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["command"] == f"python benchmarks/accelerator_suite.py --quick --json {out}"
+    assert result["command"] == f"python benchmarks/accelerator_suite.py --quick --json {shlex.quote(str(out))}"
+    assert result["environment"]["JAX_PLATFORMS"] == "cpu"
     assert result["started_utc"][:2] == "20"
     parts = result["parts"]
     assert set(parts) == {"train", "sharding", "memory", "peaks", "scale", "w1", "agreement"}
@@ -621,17 +623,33 @@ def test_accuracy_archive_carries_the_compilation_cache_while_it_is_small(tmp_pa
     (out / "row").mkdir(parents=True)
     (out / "row" / "log.jsonl").write_text("{}\n")
     (out / "row" / ".lock").write_text("")
-    (out / accuracy.CACHE_FOLDER).mkdir()
-    (out / accuracy.CACHE_FOLDER / "jit_step-abc").write_bytes(b"x" * 1000)
+    (out / accuracy.CACHE_FOLDER / "x86_64-0").mkdir(parents=True)
+    (out / accuracy.CACHE_FOLDER / "x86_64-0" / "jit_step-abc").write_bytes(np.random.default_rng().bytes(4000))
     archive = tmp_path / "runs.tgz"
     accuracy.pack_runs(str(out), str(archive))
     with tarfile.open(archive) as tar:
-        assert sorted(tar.getnames()) == ["compile_cache", "compile_cache/jit_step-abc", "row", "row/log.jsonl"]
-    monkeypatch.setattr(accuracy, "ARCHIVED_CACHE_LIMIT", 999)
+        assert sorted(tar.getnames()) == ["compile_cache", "compile_cache/x86_64-0", "compile_cache/x86_64-0/jit_step-abc",
+                                          "row", "row/log.jsonl"]
+    monkeypatch.setattr(accuracy, "ARCHIVE_LIMIT", 2000)  # the cache's random bytes do not compress
     accuracy.pack_runs(str(out), str(archive))
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == ["row", "row/log.jsonl"]
-    assert "compilation cache" in capsys.readouterr().out
+    assert "runs only" in capsys.readouterr().out
     back = tmp_path / "machine2"
     accuracy.unpack_runs(str(archive), str(back))
     assert (back / "row" / "log.jsonl").read_text() == "{}\n"
+
+
+def test_reproducibility_comparisons_of_nulls_nans_and_repeated_steps():
+    repro = load("reproducibility")
+    assert repro._diff(None, None) == 0.0 and repro._diff(None, 1.0) == math.inf and repro._diff(1, 1.0) == 0.0
+    assert not repro.compare_summaries(dict(energy=None), dict(energy=-1.0))["identical"]
+    log = [dict(iteration=1, energy=-1.0, r_hat=None), dict(iteration=2, energy=-2.0, r_hat=None)]
+    assert not repro.compare_logs(log, log + [dict(log[-1])])["identical"]  # a step logged twice
+    assert not repro.compare_logs(log, [log[0], dict(log[1], r_hat=1.01)])["identical"]
+    a = np.array([1.0, np.nan, 3.0], np.float32)
+    assert repro.compare_parameters({"w": a}, {"w": a.copy()})["identical"]
+    c = repro.compare_parameters({"w": a}, {"w": np.array([1.0, 2.0, 3.0], np.float32)})
+    assert not c["identical"] and c["max_relative_difference"] == math.inf
+    assert json.loads(json.dumps(repro._json_safe({"d": [math.inf, 1.5, math.nan]}), allow_nan=False)) == {
+        "d": ["inf", 1.5, "nan"]}

@@ -16,21 +16,37 @@ def no_jax_folder(monkeypatch):
 
 
 def test_the_folder_follows_the_environment(tmp_path, no_jax_folder):
-    env = compile_cache.ENV
-    for off in ("0", "off", "OFF", " ", "none", "false"):
+    env, kind = compile_cache.ENV, compile_cache.host_kind()
+    home = os.path.join(os.path.expanduser("~"), ".cache", "quantax_lite", "xla", kind)
+    for off in ("0", "off", "OFF", "none", "false", "no"):
         assert compile_cache.cache_folder({env: off}) is None
-    assert compile_cache.cache_folder({env: str(tmp_path / "c")}) == str(tmp_path / "c")
-    assert compile_cache.cache_folder({env: "~/x"}) == os.path.join(os.path.expanduser("~"), "x")
-    assert compile_cache.cache_folder({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "quantax_lite" / "xla")
-    assert compile_cache.cache_folder({}) == os.path.join(os.path.expanduser("~"), ".cache", "quantax_lite", "xla")
+    for on in ("1", "on", "TRUE", "yes", " "):
+        assert compile_cache.cache_folder({env: on}) == home
+    assert compile_cache.cache_folder({env: str(tmp_path / "c")}) == str(tmp_path / "c" / kind)
+    assert compile_cache.cache_folder({env: "~/x"}) == os.path.join(os.path.expanduser("~"), "x", kind)
+    assert compile_cache.cache_folder({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "quantax_lite" / "xla" / kind)
+    assert compile_cache.cache_folder({}) == home
+    assert kind == compile_cache.host_kind() and kind.count("-") >= 1
 
 
 def test_a_folder_set_for_jax_is_kept(tmp_path, monkeypatch):
+    before = (compile_cache.jax.config.jax_compilation_cache_dir,
+              compile_cache.jax.config.jax_persistent_cache_min_compile_time_secs)
     monkeypatch.setattr(compile_cache, "_jax_folder", lambda: str(tmp_path / "j"))
     assert compile_cache.cache_folder({}) == str(tmp_path / "j")
-    assert compile_cache.cache_folder({compile_cache.ENV: str(tmp_path / "q")}) == str(tmp_path / "q")
+    kind = compile_cache.host_kind()
+    assert compile_cache.cache_folder({compile_cache.ENV: str(tmp_path / "q")}) == str(tmp_path / "q" / kind)
     assert compile_cache.configure({}) == str(tmp_path / "j")  # left as the user set it
-    assert compile_cache.configure({compile_cache.ENV: "0"}) is None
+    assert (compile_cache.jax.config.jax_compilation_cache_dir,
+            compile_cache.jax.config.jax_persistent_cache_min_compile_time_secs) == before
+
+
+def test_off_turns_off_a_cache_set_up_for_jax(monkeypatch):
+    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: "/somewhere")
+    updates = []
+    monkeypatch.setattr(compile_cache.jax.config, "update", lambda name, value: updates.append((name, value)))
+    assert compile_cache.configure({compile_cache.ENV: "off"}) is None
+    assert updates == [("jax_enable_compilation_cache", False)]
 
 
 def test_an_unusable_folder_warns_and_turns_the_cache_off(tmp_path):
@@ -55,7 +71,9 @@ print(json.dumps(dict(status=status, hits=hits.count("/jax/compilation_cache/cac
 
 def test_a_second_run_loads_its_programs_and_computes_the_same(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
-    env.update(JAX_PLATFORMS="cpu", QUANTAX_LITE_COMPILE_CACHE=str(tmp_path / "cache"))
+    # every program stored, however quickly it compiles: the second run then loads them all
+    env.update(JAX_PLATFORMS="cpu", QUANTAX_LITE_COMPILE_CACHE=str(tmp_path / "cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
                                 if not f.startswith("--xla_force_host_platform_device_count"))
     results = []
@@ -66,7 +84,8 @@ def test_a_second_run_loads_its_programs_and_computes_the_same(tmp_path):
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     first, second = results
     assert first["status"] == second["status"] == 0
-    assert first["folder"] == str(tmp_path / "cache") and os.listdir(tmp_path / "cache")
+    folder = tmp_path / "cache" / compile_cache.host_kind()
+    assert first["folder"] == second["folder"] == str(folder) and os.listdir(folder)
     assert first["hits"] == 0 and second["hits"] > 0
 
     def trajectory(run):
