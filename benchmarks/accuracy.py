@@ -621,49 +621,10 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
     return row
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="30 iterations with 256 samples (a smoke test)")
-    parser.add_argument("--only", choices=sorted(SYSTEMS), action="append", help="run only these systems")
-    parser.add_argument("--out", default="runs/accuracy", help="parent directory of the runs")
-    parser.add_argument("--json", default=None,
-                        help="rows to write (and keep, with --only); default: benchmarks/results/accuracy.json on a "
-                             "full run, none with --quick")
-    parser.add_argument("--plot", default=None, help="the convergence plot; default: beside the JSON (.png)")
-    parser.add_argument("--replot", action="store_true", help="only redraw --plot from the rows in --json")
-    parser.add_argument("--window", type=float, metavar="MINUTES",
-                        help="train each row at most this many minutes in this call (one window of a row trained "
-                             "across several commands: the next call resumes it, until its budget is spent)")
-    parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
-    parser.add_argument("--archive", metavar="FILE.tgz",
-                        help="the run folders of --out as one gzipped tar (for a machine that returns few files): "
-                             "unpacked into --out first when it exists, rewritten after every row; the compiled "
-                             "programs go with them (in --out/compile_cache) while they are small enough")
-    args = parser.parse_args(argv)
-    if args.window is not None and not args.window > 0:
-        parser.error(f"--window: expected a positive number of minutes, got {args.window}")
-    if args.replot:
-        json_path, plot_path = output_paths(False, args.json, args.plot)
-        with open(json_path) as fh:
-            plot_convergence(curves_of(json.load(fh)), plot_path)
-        print(f"wrote {plot_path}")
-        return
-    json_path, plot_path = output_paths(args.quick, args.json, args.plot)
+def train_rows(args, names: list[str]) -> list[dict]:
+    """Train (or read back) the rows ``names`` as ``main``'s options say; their records."""
+    from quantax_lite import cli
 
-    from quantax_lite import cli, compile_cache
-
-    import jax
-
-    accelerator = jax.default_backend() != "cpu"
-    names = args.only or [n for n in SYSTEMS if accelerator or not SYSTEMS[n].get("accelerator")]
-    refused = [n for n in names if SYSTEMS[n].get("accelerator") and not (accelerator or args.allow_cpu or args.quick)]
-    if refused:
-        parser.error(f"--only: {', '.join(refused)} are accelerator rows (budgets in chip-minutes) and jax has no "
-                     "accelerator here; add --allow-cpu to run them anyway")
-    if args.archive and os.path.exists(args.archive):
-        unpack_runs(args.archive, args.out)
-    if args.archive and compile_cache.ENV not in os.environ:  # the compiled programs travel with the runs
-        os.environ[compile_cache.ENV] = os.path.join(os.path.abspath(args.out), CACHE_FOLDER)
     rows = []
     for name in names:
         spec = SYSTEMS[name]
@@ -699,6 +660,59 @@ def main(argv=None):
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:
             pack_runs(args.out, args.archive)
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="30 iterations with 256 samples (a smoke test)")
+    parser.add_argument("--only", choices=sorted(SYSTEMS), action="append", help="run only these systems")
+    parser.add_argument("--out", default="runs/accuracy", help="parent directory of the runs")
+    parser.add_argument("--json", default=None,
+                        help="rows to write (and keep, with --only); default: benchmarks/results/accuracy.json on a "
+                             "full run, none with --quick")
+    parser.add_argument("--plot", default=None, help="the convergence plot; default: beside the JSON (.png)")
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from the rows in --json")
+    parser.add_argument("--window", type=float, metavar="MINUTES",
+                        help="train each row at most this many minutes in this call (one window of a row trained "
+                             "across several commands: the next call resumes it, until its budget is spent)")
+    parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
+    parser.add_argument("--archive", metavar="FILE.tgz",
+                        help="the run folders of --out as one gzipped tar (for a machine that returns few files): "
+                             "unpacked into --out first when it exists, rewritten after every row; the compiled "
+                             "programs go with them (in --out/compile_cache) while they are small enough")
+    args = parser.parse_args(argv)
+    if args.window is not None and not args.window > 0:
+        parser.error(f"--window: expected a positive number of minutes, got {args.window}")
+    if args.replot:
+        json_path, plot_path = output_paths(False, args.json, args.plot)
+        with open(json_path) as fh:
+            plot_convergence(curves_of(json.load(fh)), plot_path)
+        print(f"wrote {plot_path}")
+        return
+    json_path, plot_path = output_paths(args.quick, args.json, args.plot)
+
+    from quantax_lite import compile_cache
+
+    import jax
+
+    accelerator = jax.default_backend() != "cpu"
+    names = args.only or [n for n in SYSTEMS if accelerator or not SYSTEMS[n].get("accelerator")]
+    refused = [n for n in names if SYSTEMS[n].get("accelerator") and not (accelerator or args.allow_cpu or args.quick)]
+    if refused:
+        parser.error(f"--only: {', '.join(refused)} are accelerator rows (budgets in chip-minutes) and jax has no "
+                     "accelerator here; add --allow-cpu to run them anyway")
+    if args.archive and os.path.exists(args.archive):
+        unpack_runs(args.archive, args.out)
+    # the compiled programs travel with the runs, unless a cache was chosen by hand (ours or JAX's)
+    cache = args.archive and not (compile_cache.ENV in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"))
+    if cache:
+        os.environ[compile_cache.ENV] = os.path.join(os.path.abspath(args.out), CACHE_FOLDER)
+    try:
+        rows = train_rows(args, names)
+    finally:
+        if cache:
+            del os.environ[compile_cache.ENV]
     print()
     print(table(rows))
     if json_path is not None:
