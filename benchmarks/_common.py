@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 
@@ -395,6 +397,32 @@ def matmul_peak(shapes, repeats: int = 5, max_elements: int = 2**26, label=None)
     return dict(rows=rows, peak_gflops=best and best["gflops"], peak_shape=best and best["shape"],
                 peak_label=best and best["label"], dtype="float32",
                 matmul_precision=str(jax.config.jax_default_matmul_precision or "default"))
+
+
+def error_text(err: BaseException, limit: int = 300) -> str:
+    """``"TypeName: first line of the message"`` (at most ``limit`` characters of it), for a
+    result's error field."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:limit] if lines else ''}".rstrip(": ")
+
+
+def last_line(text: str | None, limit: int = 300) -> str | None:
+    """The last non-blank line of a process's output (at most ``limit`` characters), or None."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:limit] if lines else None
+
+
+def detect_backend() -> str:
+    """jax's default backend, asked in a subprocess (a process that starts others which use
+    the accelerator must not open it first: one program at a time can hold a TPU)."""
+    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"], capture_output=True,
+                         text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines else "unknown"
+
+
+def is_accelerator(backend: str) -> bool:
+    return backend in ("gpu", "cuda", "rocm", "tpu")
 
 
 def platform_info() -> dict:

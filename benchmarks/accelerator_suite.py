@@ -57,6 +57,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from _common import detect_backend, error_text, is_accelerator, last_line  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results")
 DEFAULT_JSON = os.path.join(RESULTS, "accelerator_suite.json")
 # in the order they run: the subprocess parts that hold the accelerator first; the agreement's
@@ -116,19 +118,6 @@ def parse_args(argv=None):
 # --------------------------------------------------------------------------- #
 
 
-def detect_backend() -> str:
-    """jax's default backend, asked in a subprocess (this process must not open the GPU
-    before the subprocess parts have run)."""
-    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"], capture_output=True,
-                         text=True, timeout=300)
-    lines = out.stdout.strip().splitlines()
-    return lines[-1] if out.returncode == 0 and lines else "unknown"
-
-
-def is_accelerator(backend: str) -> bool:
-    return backend in ("gpu", "cuda", "rocm", "tpu")
-
-
 def platform_flag(backend: str) -> str:
     """``--platform`` of jacobian_sharding.py for ``backend``."""
     return "tpu" if backend == "tpu" else "gpu" if is_accelerator(backend) else "cpu"
@@ -151,12 +140,11 @@ def run_train(args, budget_s: float, out_dir: str) -> dict:
     print(f"$ {out['command']}", flush=True)
     t = time.perf_counter()
     try:
-        env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
         proc = subprocess.run(cmd, timeout=budget_s, capture_output=True, text=True, cwd=os.path.dirname(HERE),
-                              env=dict(env, QUANTAX_LITE_COMPILE_CACHE="0"))
+                              env=dict(os.environ, QUANTAX_LITE_COMPILE_CACHE="0"))
         out["returncode"] = proc.returncode
         if proc.returncode:
-            out["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-1][:300]
+            out["error"] = last_line(proc.stderr) or last_line(proc.stdout) or f"exit {proc.returncode}"
     except subprocess.TimeoutExpired:
         out["error"] = f"killed after {budget_s:.0f} s"
     out["process_wall_s"] = time.perf_counter() - t
@@ -312,7 +300,7 @@ def finish_agreement(pending, budget_s: float) -> dict:
         proc.communicate()
         return dict(error=f"the float64 CPU reference did not finish in {budget_s:.0f} s")
     if proc.returncode:
-        return dict(error=(output or "").strip().splitlines()[-1][:300] if output else f"exit {proc.returncode}")
+        return dict(error=last_line(output) or f"exit {proc.returncode}")
     ref = dict(np.load(spec["out"]))
 
     def rel(a, b):
@@ -424,7 +412,7 @@ def memory_worker(spec: dict) -> None:
                 rec.pop("dots", None)
                 cases.append((rec, compiled, fn_args))
             except Exception as err:
-                rec["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+                rec["error"] = error_text(err)
             out["cases"].append(rec)
             save()
     last_peak = (stats0 or {}).get("peak_bytes_in_use")
@@ -436,7 +424,7 @@ def memory_worker(spec: dict) -> None:
         try:
             rec["time_s"] = timed(lambda: compiled(*fn_args), 1)[0]
         except Exception as err:  # e.g. out of memory
-            rec["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            rec["error"] = error_text(err)
             save()
             continue
         after = _device_stats(device)
@@ -548,7 +536,7 @@ def run_w1(args, budget_s: float) -> dict:
                                                                      args.repeats))
         except Exception as err:
             row = dict(row=i, group=group, precision=precision, output=amplitude, status="error",
-                       reason=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+                       reason=error_text(err))
         row["wall_s"] = last = time.perf_counter() - t
         rows.append(row)
         if row["status"] == "measured":
@@ -656,7 +644,7 @@ def main(argv=None):
                     pending["agreement"] = start_agreement(args, tmp)
                     part = dict(started=True)
             except Exception as err:  # record it, run the other parts
-                part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+                part = dict(error=error_text(err))
                 print(f"{name}: {part['error']}")
             part["wall_s"] = round(time.time() - t, 1)
             part["budget_s"] = round(budget, 1)
@@ -669,7 +657,7 @@ def main(argv=None):
             try:
                 part = finish_agreement(pending.pop("agreement"), max(left, 30.0))
             except Exception as err:
-                part = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+                part = dict(error=error_text(err))
             if "error" in part:
                 print(f"agreement: {part['error']}")
             started.pop("started", None)

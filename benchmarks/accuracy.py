@@ -562,15 +562,19 @@ def _pack(out: str, archive: str, with_cache: bool) -> None:
                 tar.add(path, arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
 
 
-def pack_runs(out: str, archive: str) -> None:
+def pack_runs(out: str, archive: str, with_cache: bool = True) -> bool:
     """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
-    written whole, then renamed; with the compilation cache (``CACHE_FOLDER``) unless the
-    archive would then be larger than ``ARCHIVE_LIMIT`` bytes."""
-    _pack(out, archive, with_cache=True)
-    if os.path.isdir(os.path.join(out, CACHE_FOLDER)) and os.path.getsize(archive) > ARCHIVE_LIMIT:
+    written whole, then renamed; with the compilation cache (``CACHE_FOLDER``) when
+    ``with_cache`` and the archive then stays within ``ARCHIVE_LIMIT`` bytes. Returns whether
+    the cache went in (a caller packing again can leave it out from then on)."""
+    has_cache = with_cache and os.path.isdir(os.path.join(out, CACHE_FOLDER))
+    _pack(out, archive, with_cache=has_cache)
+    if has_cache and os.path.getsize(archive) > ARCHIVE_LIMIT:
         print(f"accuracy: {archive} holds the runs only: with the compilation cache it would be "
               f"{os.path.getsize(archive) / 2**20:.1f} MiB (the next window compiles again)", flush=True)
         _pack(out, archive, with_cache=False)
+        return False
+    return has_cache
 
 
 def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
@@ -625,7 +629,7 @@ def train_rows(args, names: list[str]) -> list[dict]:
     """Train (or read back) the rows ``names`` as ``main``'s options say; their records."""
     from quantax_lite import cli
 
-    rows = []
+    rows, cache_fits = [], True
     for name in names:
         spec = SYSTEMS[name]
         opts = list(spec["args"])
@@ -659,7 +663,7 @@ def train_rows(args, names: list[str]) -> list[dict]:
         rows.append(row_of(name, spec, out, opts, windows, wall))
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:
-            pack_runs(args.out, args.archive)
+            cache_fits = pack_runs(args.out, args.archive, with_cache=cache_fits)
     return rows
 
 

@@ -34,6 +34,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import detect_backend, platform_info  # noqa: E402
 from accuracy import SYSTEMS  # noqa: E402
 
 from quantax_lite.run_folder import read_log  # noqa: E402
@@ -133,8 +134,6 @@ def _read(out: str) -> tuple[list[dict], dict, dict]:
 def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | None = None) -> dict:
     """Train ``row`` three times (first, again, resumed at ``iters // 2``) under ``parent``
     and compare; returns the result record."""
-    import jax
-
     opts = list(SYSTEMS[row]["args"]) + ["--eval-samples", str(eval_samples)] + list(extra or [])
     runs = {name: os.path.join(parent, f"{row}_{name}") for name in ("first", "again", "resumed")}
     for out in runs.values():
@@ -146,10 +145,11 @@ def measure(row: str, iters: int, eval_samples: int, parent: str, extra: list | 
     _run(opts + ["--checkpoint-every", str(half)], runs["resumed"], iters, resume=True)
     read = {name: _read(out) for name, out in runs.items()}
     log0, params0, summary0 = read["first"]
+    here = platform_info()  # opens the accelerator: after the runs
     result = dict(row=row, iters=iters, resumed_at=half, eval_samples=eval_samples, options=opts,
                   processes="one per run (the resumed run: one per half)",
-                  backend=jax.default_backend(), device=str(jax.devices()[0].device_kind),
-                  jax_version=jax.__version__, energy=summary0["energy"], energy_error=summary0["energy_error"],
+                  backend=here["backend"], device=here["device_kind"],
+                  jax_version=here["jax"], energy=summary0["energy"], energy_error=summary0["energy_error"],
                   # each run's own clock (summary.json; the resumed run's second part only): the first
                   # compiles everything, the later ones find in the compilation cache what it compiled
                   **{f"{name}_wall_time_s": read[name][2]["wall_time_s"] for name in runs})
@@ -208,9 +208,8 @@ def main(argv=None):
         if args.only is None:
             parser.error("--only: name the row to train (or --quick)")
         row, iters, eval_samples, extra = args.only, args.iters, args.eval_samples, []
-    import jax
-
-    if SYSTEMS[row].get("accelerator") and jax.default_backend() == "cpu" and not (args.allow_cpu or args.quick):
+    # asked in a subprocess: this process must not hold the accelerator the runs need
+    if SYSTEMS[row].get("accelerator") and detect_backend() == "cpu" and not (args.allow_cpu or args.quick):
         parser.error(f"--only: {row} is an accelerator row and jax has no accelerator here; add --allow-cpu")
     result = measure(row, iters, eval_samples, args.out, extra)
     print(table(result))

@@ -269,7 +269,7 @@ def run(lattices, hamiltonians, symmetries, samples=1024, repeats=5, budget_s=30
     starts (rows estimated past it are skipped)."""
     import jax
 
-    from _common import matmul_peak, platform_info
+    from _common import error_text, matmul_peak, platform_info
 
     t_start = time.time()
     load_start = os.getloadavg()
@@ -285,7 +285,7 @@ def run(lattices, hamiltonians, symmetries, samples=1024, repeats=5, budget_s=30
                 row = measure_row(lat, ham, sym, samples, repeats, budget_s, priors, deadline, breakdown)
             except Exception as err:  # record it and go on
                 row = dict(lattice=lattice_name(lat), hamiltonian=ham, symmetry=sym, n_samples=samples,
-                           status="error", reason=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+                           status="error", reason=error_text(err))
             rows.append(row)
             log(progress_line(row))
     shapes, labels = peak_shapes(rows, square)

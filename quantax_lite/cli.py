@@ -66,11 +66,20 @@ def _usage(fn, *args, **kwargs):
         raise UsageError(_message(err)) from None
 
 
+def _configure_jax() -> None:
+    """The command's start-up: float64 solve on CPUs, float32 on accelerators; programs
+    compiled by an earlier run are loaded, not compiled again."""
+    from . import tuning
+
+    tuning.configure_x64()
+    compile_cache.configure()
+
+
 def train(args) -> dict | None:
     """Run the training the options describe; returns the summary (None with --dry-run)."""
     import jax
 
-    from . import training, tuning
+    from . import training
     from .report import format_table
     from .utils.processes import check_process_options, join_processes
 
@@ -83,8 +92,7 @@ def train(args) -> dict | None:
            keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from,
            resume=args.resume)
     if args.dry_run:
-        tuning.configure_x64()
-        compile_cache.configure()
+        _configure_jax()
         return _print_dry_run(training.dry_run(recipe, init_from=args.init_from))
     if args.coordinator is not None or args.distributed:
         if args.coordinator is not None:
@@ -96,8 +104,7 @@ def train(args) -> dict | None:
         except ConnectionError as err:
             raise UsageError(f"--coordinator {args.coordinator}: could not join the {args.num_processes} "
                              f"processes ({err}).") from None
-    tuning.configure_x64()  # (after joining: it starts the backend) float64 solve on CPUs; float32 on accelerators
-    compile_cache.configure()  # programs compiled by an earlier run are loaded, not compiled again
+    _configure_jax()  # (after joining: it starts the backend)
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
     config["phase_rule"] = recipe.phase_rule_kind()  # what auto picks: runs made before the option resume
     if not recipe.has_momentum():  # no choice to record: a run of any version at k = 0 resumes
@@ -126,15 +133,13 @@ def _print_dry_run(plan: dict) -> None:
 
 def measure(args) -> dict:
     """``quantax-lite measure``: the observables of the run in ``--out``; returns them."""
-    from . import tuning
     from .measure_run import measure_run
     from .report import energy_unit
 
     if args.memory_budget is not None:
         raise UsageError("--memory-budget: measure does not choose its chunks from a memory budget; bound its "
                          "memory with --chunk-size (samples per device per chunk, e.g. 64).")
-    tuning.configure_x64()
-    compile_cache.configure()
+    _configure_jax()
     done = measure_run(args.out, samples=args.samples, seed=args.seed, chunk_size=args.chunk_size,
                        dimers=args.dimers, progress=not args.no_progress)
     obs = done.observables

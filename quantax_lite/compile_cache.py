@@ -49,9 +49,10 @@ def host_kind() -> str:
     return f"{platform.machine() or 'unknown'}-{hashlib.sha1(flags.encode()).hexdigest()[:8]}"
 
 
-def _jax_folder() -> str | None:
-    """The folder JAX's own option names (``$JAX_COMPILATION_CACHE_DIR``), if any."""
-    return jax.config.jax_compilation_cache_dir or None
+def _jax_folder(environ: Mapping[str, str]) -> str | None:
+    """The folder the user gave JAX's own option (``$JAX_COMPILATION_CACHE_DIR``), if any: a
+    folder this module set earlier in the process is not the user's."""
+    return environ.get("JAX_COMPILATION_CACHE_DIR") or None
 
 
 def cache_folder(environ: Mapping[str, str] | None = None) -> str | None:
@@ -63,8 +64,8 @@ def cache_folder(environ: Mapping[str, str] | None = None) -> str | None:
         return None
     if value is not None and value.strip().lower() not in _ON:
         return os.path.join(os.path.abspath(os.path.expanduser(value)), host_kind())
-    if value is None and _jax_folder():  # the user's own JAX setting
-        return os.path.abspath(os.path.expanduser(_jax_folder()))
+    if value is None and _jax_folder(environ):  # the user's own JAX setting
+        return os.path.abspath(os.path.expanduser(_jax_folder(environ)))
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(os.path.abspath(base), "quantax_lite", "xla", host_kind())
 
@@ -77,10 +78,10 @@ def configure(environ: Mapping[str, str] | None = None) -> str | None:
     environ = os.environ if environ is None else environ
     folder = cache_folder(environ)
     if folder is None:
-        if _jax_folder():  # asked to be off: JAX's own cache too
+        if jax.config.jax_compilation_cache_dir:  # asked to be off: JAX's own cache too
             jax.config.update("jax_enable_compilation_cache", False)
         return None
-    if environ.get(ENV) is None and _jax_folder():
+    if environ.get(ENV) is None and _jax_folder(environ):
         return folder  # JAX's own cache option, set by the user: left as it is
     try:
         os.makedirs(folder, exist_ok=True)
@@ -89,7 +90,7 @@ def configure(environ: Mapping[str, str] | None = None) -> str | None:
     except OSError as err:
         warnings.warn(f"compilation cache off: {err} (set {ENV} to a writable folder, or to 0)", stacklevel=2)
         return None
-    if _jax_folder() != folder:  # a cache opened at another folder is closed first
+    if jax.config.jax_compilation_cache_dir != folder:  # a cache opened at another folder is closed first
         jax_compilation_cache.set_cache_dir(folder)
         jax_compilation_cache.reset_cache()
     jax.config.update("jax_enable_compilation_cache", True)

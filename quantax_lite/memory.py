@@ -118,10 +118,23 @@ def device_memory_bytes(device=None) -> int:
     return host // max(1, sharing)
 
 
+def is_auto_chunk(chunk_size) -> bool:
+    """Whether ``chunk_size`` leaves the chunks to the library: 'auto' or None."""
+    return chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto"
+
+
+def check_budget_applies(chunk_size, memory_budget) -> None:
+    """``ValueError`` naming ``memory_budget`` when one is given with a fixed ``chunk_size``
+    (a budget caps the chunks of 'auto' only)."""
+    if not is_auto_chunk(chunk_size) and memory_budget is not None:
+        raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
+                         f"{chunk_size} the chunk is used as given, so give one or the other.")
+
+
 def check_chunk_size(chunk_size) -> None:
     """'auto', None or a positive int: samples per device per chunk (the first two leave
     the chunks to the library); ``TypeError`` / ``ValueError`` naming ``chunk_size`` otherwise."""
-    if chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto":
+    if is_auto_chunk(chunk_size):
         return
     try:
         positive_int(chunk_size, "chunk_size")

@@ -257,7 +257,7 @@ def _summary_head(recipe: Recipe, r, exact) -> dict:
                 sampling=recipe.sampling, n_samples=r.vmc.n_samples,
                 full_stage_samples=recipe.full_stage_samples, full_stage_lr=recipe.full_stage_lr,
                 n_eval_samples=None if exact_sum else recipe.n_eval_samples,
-                exact_energy=exact, exact_energy_source=recipe.reference_source(r.lattice, r.hamiltonian),
+                exact_energy=exact, exact_energy_source=recipe.reference_source(),
                 device_count=jax.device_count(), process_count=jax.process_count(),
                 precision=recipe.precision, norm=recipe.norm, symmetry=recipe.symmetry,
                 momentum=None if recipe.momentum is None else list(recipe.momentum),

@@ -65,14 +65,8 @@ class ChunkSizes(NamedTuple):
 
 def _check_chunk_size(chunk_size, memory_budget) -> None:
     memory.check_chunk_size(chunk_size)
-    if chunk_size is None or (isinstance(chunk_size, str) and chunk_size == "auto"):
-        memory.check_memory_budget(memory_budget)
-        return
-    if memory_budget is not None:
-        raise ValueError(
-            f"memory_budget: caps the chunks of chunk_size='auto'; with chunk_size={chunk_size} the chunk is "
-            "used as given, so give one or the other."
-        )
+    memory.check_memory_budget(memory_budget)
+    memory.check_budget_applies(chunk_size, memory_budget)
 
 
 def _shape_key(tree) -> tuple:

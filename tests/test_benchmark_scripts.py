@@ -626,12 +626,12 @@ def test_accuracy_archive_carries_the_compilation_cache_while_it_is_small(tmp_pa
     (out / accuracy.CACHE_FOLDER / "x86_64-0").mkdir(parents=True)
     (out / accuracy.CACHE_FOLDER / "x86_64-0" / "jit_step-abc").write_bytes(np.random.default_rng().bytes(4000))
     archive = tmp_path / "runs.tgz"
-    accuracy.pack_runs(str(out), str(archive))
+    assert accuracy.pack_runs(str(out), str(archive))
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == ["compile_cache", "compile_cache/x86_64-0", "compile_cache/x86_64-0/jit_step-abc",
                                           "row", "row/log.jsonl"]
     monkeypatch.setattr(accuracy, "ARCHIVE_LIMIT", 2000)  # the cache's random bytes do not compress
-    accuracy.pack_runs(str(out), str(archive))
+    assert not accuracy.pack_runs(str(out), str(archive))
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == ["row", "row/log.jsonl"]
     assert "runs only" in capsys.readouterr().out
@@ -653,3 +653,12 @@ def test_reproducibility_comparisons_of_nulls_nans_and_repeated_steps():
     assert not c["identical"] and c["max_relative_difference"] == math.inf
     assert json.loads(json.dumps(repro._json_safe({"d": [math.inf, 1.5, math.nan]}), allow_nan=False)) == {
         "d": ["inf", 1.5, "nan"]}
+
+
+def test_error_text_and_last_line_of_empty_messages():
+    common = load("_common")
+    assert common.error_text(ValueError("bad x\nmore")) == "ValueError: bad x"
+    assert common.error_text(RuntimeError()) == "RuntimeError"
+    assert common.error_text(KeyError("k" * 500)).startswith("KeyError: 'kkk") and len(common.error_text(
+        KeyError("k" * 500))) <= len("KeyError: ") + 300
+    assert common.last_line("a\nb\n\n") == "b" and common.last_line("  \n") is None and common.last_line(None) is None

@@ -10,12 +10,7 @@ import pytest
 from quantax_lite import compile_cache
 
 
-@pytest.fixture
-def no_jax_folder(monkeypatch):
-    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: None)
-
-
-def test_the_folder_follows_the_environment(tmp_path, no_jax_folder):
+def test_the_folder_follows_the_environment(tmp_path):
     env, kind = compile_cache.ENV, compile_cache.host_kind()
     home = os.path.join(os.path.expanduser("~"), ".cache", "quantax_lite", "xla", kind)
     for off in ("0", "off", "OFF", "none", "false", "no"):
@@ -29,20 +24,22 @@ def test_the_folder_follows_the_environment(tmp_path, no_jax_folder):
     assert kind == compile_cache.host_kind() and kind.count("-") >= 1
 
 
-def test_a_folder_set_for_jax_is_kept(tmp_path, monkeypatch):
+def test_a_folder_set_for_jax_is_kept(tmp_path):
     before = (compile_cache.jax.config.jax_compilation_cache_dir,
               compile_cache.jax.config.jax_persistent_cache_min_compile_time_secs)
-    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: str(tmp_path / "j"))
-    assert compile_cache.cache_folder({}) == str(tmp_path / "j")
+    jax_env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "j")}
+    assert compile_cache.cache_folder(jax_env) == str(tmp_path / "j")
     kind = compile_cache.host_kind()
-    assert compile_cache.cache_folder({compile_cache.ENV: str(tmp_path / "q")}) == str(tmp_path / "q" / kind)
-    assert compile_cache.configure({}) == str(tmp_path / "j")  # left as the user set it
+    assert compile_cache.cache_folder(dict(jax_env, **{compile_cache.ENV: str(tmp_path / "q")})) == str(
+        tmp_path / "q" / kind)
+    assert compile_cache.configure(jax_env) == str(tmp_path / "j")  # left as the user set it
     assert (compile_cache.jax.config.jax_compilation_cache_dir,
             compile_cache.jax.config.jax_persistent_cache_min_compile_time_secs) == before
 
 
 def test_off_turns_off_a_cache_set_up_for_jax(monkeypatch):
-    monkeypatch.setattr(compile_cache, "_jax_folder", lambda: "/somewhere")
+    if not compile_cache.jax.config.jax_compilation_cache_dir:
+        pytest.skip("the tests run without JAX's cache (JAX_COMPILATION_CACHE_DIR empty)")
     updates = []
     monkeypatch.setattr(compile_cache.jax.config, "update", lambda name, value: updates.append((name, value)))
     assert compile_cache.configure({compile_cache.ENV: "off"}) is None

@@ -20,7 +20,7 @@ from .. import sign_rules
 from ..hamiltonians import hamiltonian_entry, hamiltonian_names
 from ..lattice import parse_lattice
 from .fields import AUTO, COUPLINGS, MAX_EXACT_SUM_STATES, is_auto, momentum_text
-from .resources import check_budget_applies
+from ..memory import check_budget_applies
 from .sector import SectorChoice, choose_sector, hamiltonian_of, sector_group, wave_vector
 from .stages import n_eval_samples, symmetry_at, symmetry_stages
 

@@ -9,21 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import FieldError, concerning
-from ..memory import check_chunk_size, check_memory_budget
-
-
-def is_auto_chunk(chunk_size) -> bool:
-    """Whether ``chunk_size`` leaves the chunks to the library: 'auto' or None."""
-    return chunk_size is None or isinstance(chunk_size, str) and chunk_size == "auto"
-
-
-def check_budget_applies(chunk_size, memory_budget) -> None:
-    """``ValueError`` naming ``memory_budget`` when one is given with a fixed ``chunk_size``
-    (a budget caps the chunks of 'auto' only)."""
-    if not is_auto_chunk(chunk_size) and memory_budget is not None:
-        raise FieldError("memory_budget", f"memory_budget: caps the chunks of `chunk_size` auto; with `chunk_size` "
-                         f"{chunk_size} the chunk is used as given, so give one or the other.")
+from ..errors import concerning
+from ..memory import check_budget_applies, check_chunk_size, check_memory_budget, is_auto_chunk
 
 
 @dataclasses.dataclass(frozen=True)

@@ -319,9 +319,8 @@ class Recipe:
         """The whole space's ground-state energy: :func:`~quantax_lite.recipes.energies.reference_energy`."""
         return energies.reference_energy(self, lattice, hamiltonian)
 
-    def reference_source(self, lattice=None, hamiltonian=None) -> str | None:
-        """Where :meth:`reference_energy` comes from, in words (None without one): the plan's
-        (``lattice`` and ``hamiltonian``, the recipe's own, are not needed)."""
+    def reference_source(self) -> str | None:
+        """Where :meth:`reference_energy` comes from, in words (None without one): the plan's."""
         return make_plan(self).reference_source
 
     def sector_energy(self, lattice=None, hamiltonian=None) -> float | None:
