@@ -373,6 +373,6 @@ def dry_run(recipe: Recipe, *, init_from: str | os.PathLike | None = None) -> di
     return {"system": describe(recipe, r), "n_params": r.n_params,
             "per_step": "exact sums over every configuration" if r.vmc.exact else f"{r.vmc.n_samples} samples",
             "exact_energy": recipe.reference_energy(r.lattice, r.hamiltonian),
-            "exact_energy_source": recipe.reference_source(r.lattice, r.hamiltonian),
+            "exact_energy_source": recipe.reference_source(),
             "chunk_sizes": {part: None if c is None or c >= rows else c for part, c in sizes._asdict().items()},
             "compile_and_first_step_s": t1 - t0, "seconds_per_step": t2 - t1, "init_from": source}
