@@ -109,7 +109,7 @@ def test_build_reads_the_plan(monkeypatch):
         raise AssertionError("decided again")
 
     for name in ("sector_choice", "network_size", "network_config", "optimizer_settings", "amplitude_kind",
-                 "phase_rule_kind", "init_scale", "frustration", "has_momentum", "system", "system_key"):
+                 "phase_rule_kind", "init_scale", "frustration", "has_momentum", "system_key"):
         monkeypatch.setattr(resolve, name, decided_already)
     monkeypatch.setattr(energies, "reference", decided_already)
     for r in (build(recipe), build(plan), build(plan, 3)):

@@ -22,10 +22,9 @@ from ..sampler import Exchange, FullSumSampler, LocalFlip, MetropolisSampler
 from ..vmc import VMC
 from .fields import MAX_EXACT_SUM_STATES, seed_key
 from .plan import Plan
-from .resolve import stage_group
 from .resources import Resources
 from .spec import Recipe
-from .stages import symmetry_at, symmetry_stages
+from .stages import symmetry_stages
 
 
 class Run(NamedTuple):
@@ -54,14 +53,6 @@ def make_run_network(plan: Plan | Recipe, lattice, group, kind: str):
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
     return make_network(lattice, group, recipe.network, dict(plan.network_options), amplitude=kind,
                         readout=plan.readout, site_phases=plan.site_phases(), final_scale=plan.init_scale, dtype=dtype)
-
-
-def stage_system(plan: Plan, iteration: int = 0):
-    """``(lattice, hamiltonian, symmetry)`` of the plan's stage at ``iteration`` (symmetry
-    None for 'none'; ``ValueError`` naming ``symmetry`` when the group does not fit)."""
-    stage = symmetry_at(plan.recipe, iteration)
-    return plan.lattice, plan.make_hamiltonian(), stage_group(plan.lattice, stage, plan.sector.fields)
-
 
 
 def _param_layout(params):
@@ -95,7 +86,7 @@ def _check_stages(plan: Plan) -> None:
     recipe, kind = plan.recipe, plan.amplitude
     shapes = {}
     for name, start in plan.stages:
-        lattice, ham, group = stage_system(plan, start)
+        lattice, ham, group = plan.stage_system(start)
         _check_sector_holds_states(recipe, name, lattice, ham, group)
         try:
             model = make_run_network(plan, lattice, group, kind)
@@ -149,7 +140,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
                         ("eval_samples", recipe.n_eval_samples)):
             if n is not None and n % chains:
                 raise FieldError(name, f"{name}: {n} must be a multiple of chains ({chains}).")
-    lattice, ham, group = stage_system(plan, iteration)
+    lattice, ham, group = plan.stage_system(iteration)
     if len(plan.stages) > 1:
         _check_stages(plan)  # every stage, its sector included
     else:

@@ -23,7 +23,7 @@ from . import energies, resolve
 from .fields import is_auto
 from .resources import Resources
 from .sector import SectorChoice, hamiltonian_of
-from .stages import symmetry_stages
+from .stages import symmetry_at, symmetry_stages
 
 SECTOR_FIELDS = ("momentum", "spin_parity", "rotation_parity")
 
@@ -68,6 +68,13 @@ class Plan:
     def make_hamiltonian(self):
         """The Hamiltonian (the registered model's builder on the lattice)."""
         return hamiltonian_of(*self.system)
+
+    def stage_system(self, iteration: int = 0):
+        """``(lattice, hamiltonian, symmetry)`` of the stage at ``iteration``
+        (:func:`~quantax_lite.recipes.stages.symmetry_at`); symmetry None for 'none';
+        ``ValueError`` naming ``symmetry`` when the group does not fit the lattice."""
+        stage = symmetry_at(self.recipe, iteration)
+        return self.lattice, self.make_hamiltonian(), resolve.stage_group(self.lattice, stage, self.sector.fields)
 
     def site_phases(self):
         """The network's phase rule, ``(n_sites,)`` radians, or None."""

@@ -21,8 +21,8 @@ from ..hamiltonians import hamiltonian_entry, hamiltonian_names
 from ..lattice import parse_lattice
 from .fields import AUTO, COUPLINGS, MAX_EXACT_SUM_STATES, is_auto, momentum_text
 from ..memory import check_budget_applies
-from .sector import SectorChoice, choose_sector, hamiltonian_of, sector_group, wave_vector
-from .stages import n_eval_samples, symmetry_at, symmetry_stages
+from .sector import SectorChoice, choose_sector, sector_group, wave_vector
+from .stages import n_eval_samples, symmetry_stages
 
 # Fields whose default "auto" the recipe decides from the lattice and Hamiltonian
 # (Recipe.resolved); a run records what they were decided to be, so it reloads the same.
@@ -332,15 +332,6 @@ def network_size(recipe, lattice=None) -> tuple[int | None, int | None]:
     return tuple(a if is_auto(v) else v for v, a in ((recipe.channels, auto[0]), (recipe.depth, auto[1])))
 
 
-def system(recipe, iteration: int = 0):
-    """``(lattice, hamiltonian, symmetry)`` of the stage at ``iteration``
-    (:meth:`symmetry_at`); symmetry None for 'none'."""
-    lattice = parse_lattice(recipe.lattice)
-    ham = hamiltonian_of(*system_key(recipe, lattice))
-    stage = symmetry_at(recipe, iteration)
-    return lattice, ham, stage_group(lattice, stage, sector_fields(recipe, lattice, ham))
-
-
 def stage_group(lattice, stage: str, fields: tuple):
     """The group of the stage ``stage`` in the sector ``fields`` (``(momentum, spin_parity,
     rotation_parity)``, decided), or None for 'none'; ``ValueError`` naming ``symmetry``
@@ -354,7 +345,7 @@ def stage_group(lattice, stage: str, fields: tuple):
 
 def system_key(recipe, lattice) -> tuple:
     """``(lattice, model, coupling, marshall)``: hashable, what the Hamiltonian is made of
-    (:func:`hamiltonian_of`): the registered model, its :func:`coupling`, and whether the
+    (:func:`~quantax_lite.recipes.sector.hamiltonian_of`): the registered model, its :func:`coupling`, and whether the
     Marshall sign is on (a model it applies to, a bipartite lattice, ``marshall``)."""
     entry = model_entry(recipe)
     marshall = entry.marshall and sign_rules.has_marshall_rule(lattice) and recipe.marshall

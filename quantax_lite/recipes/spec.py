@@ -282,7 +282,7 @@ class Recipe:
     def system(self, iteration: int = 0):
         """``(lattice, hamiltonian, symmetry)`` of the stage at ``iteration``
         (:meth:`symmetry_at`); symmetry None for 'none'."""
-        return resolve.system(self, iteration)
+        return self.plan().stage_system(iteration)
 
     def sector_choice(self, lattice=None, hamiltonian=None) -> "SectorChoice":
         """The symmetry sector of the network, each 'auto' field decided so that it holds the
