@@ -129,3 +129,18 @@ def test_a_copy_leaves_the_plan_out():
     for other in (pickle.loads(pickle.dumps(recipe)), copy.deepcopy(recipe), copy.copy(recipe)):
         assert "_plan" not in vars(other)
         assert other.plan() is not plan and other.plan().decided == plan.decided and other == recipe
+
+
+def test_recipe_system_is_the_plans_stage():
+    """``Recipe.system(i)`` is the plan's stage at ``i``: the group changes at the stage's
+    first iteration, the lattice and the Hamiltonian's couplings are the plan's."""
+    recipe = Recipe(lattice="chain:8", hamiltonian="j1j2", J2=0.3, symmetry="translations>full@3", samples=16,
+                    channels=2, depth=1)
+    plan = recipe.plan()
+    for i, expected in ((0, "translations"), (2, "translations"), (3, "full")):
+        lattice, ham, group = recipe.system(i)
+        _, _, planned = plan.stage_system(i)
+        assert lattice is plan.lattice and group.n_elements == planned.n_elements
+        assert recipe.symmetry_at(i) == expected
+    assert recipe.system(0)[2].n_elements < recipe.system(3)[2].n_elements
+    assert recipe.system(0)[1].J2 == 0.3

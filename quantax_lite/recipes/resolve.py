@@ -376,7 +376,8 @@ def sector_choice(recipe, lattice=None, hamiltonian=None) -> "SectorChoice":
     sector, :func:`~quantax_lite.ground_sector.find_ground_sector`; where no sector the
     fields express holds it, the one with the lowest energy of its own); above that the
     sector of characters 1 (k = 0), which is said. Computed once per process for each
-    system and sector fields (the lattice and Hamiltonian default to :meth:`system`'s)."""
+    system and sector fields (the lattice and Hamiltonian default to those of
+    :func:`system_key`)."""
     plan = getattr(recipe, "_plan", None)
     if plan is not None:  # planned (plan.make_plan): the sector as it was decided
         return plan.sector
