@@ -94,6 +94,6 @@ def configure(environ: Mapping[str, str] | None = None) -> str | None:
         jax_compilation_cache.set_cache_dir(folder)
         jax_compilation_cache.reset_cache()
     jax.config.update("jax_enable_compilation_cache", True)
-    if _MIN_TIME_ENV not in os.environ:
+    if _MIN_TIME_ENV not in os.environ:  # the process's own: JAX read it from there at import
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     return folder
