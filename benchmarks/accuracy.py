@@ -169,13 +169,12 @@ SYSTEMS = {
     # ---- accelerator rows (issue 41): budgets in chip-minutes, trained across windows of one
     # command each (--window); a CPU runs them only with --allow-cpu. A larger network than the
     # CPU rows' (16 channels, depth 6: 28k parameters; on the chip a step is mostly latency at
-    # the CPU rows' size). The frustrated rows: 8192 samples per step with the translations
-    # (on 4x4 J1-J2 eight times the samples gave 4.3 times less error at equal steps: the
-    # research log, 2026-12-06; the first chip run of j1j2_6x6_chip, with 2048, levelled off at
-    # 2.8e-3), then the full group with fewer samples and a fresh learning rate. The switch at
-    # step 1800: at about 0.35 s per step of 8192 samples (four times the 98 ms measured with
-    # 2048: an estimate) the translations take about 11 of the 16 training minutes, leaving
-    # about 5 for the full group (with 2048 samples at 6x6, 0.82 s per step).
+    # the CPU rows' size). The frustrated rows: 2048 samples per step with the translations
+    # for 1800 steps (98 ms per step on the chip at 6x6), then the full group with 1024 samples
+    # (0.82 s per step) and a fresh learning rate for the rest of the budget. With 8192 samples
+    # per step j1j2_6x6_chip took 521 ms per step and its first step came after 234 s instead
+    # of 82; it reached 3.0e-3 over steps 600-1000 against 3.2e-3 with 2048, and the full group
+    # came after its budget (research log, 2026-12-06).
     "heisenberg_6x6_chip": dict(
         target=1e-5, minutes=20, accelerator=True, published=[("exact (ED), 6x6 Heisenberg", -0.678872)],
         args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
@@ -185,8 +184,8 @@ SYSTEMS = {
         target=3e-4, minutes=20, accelerator=True,
         published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],
         args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
-              "--samples", "8192", "--symmetry", "translations>full@1800", "--iters", "3500",
-              "--lr-half-life", "1000", "--full-stage-samples", "2048", "--full-stage-lr", "0.01",
+              "--samples", "2048", "--symmetry", "translations>full@1800", "--iters", "3500",
+              "--lr-half-life", "1000", "--full-stage-samples", "1024", "--full-stage-lr", "0.01",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
     "heisenberg_triangular6x6_chip": dict(
@@ -194,7 +193,7 @@ SYSTEMS = {
         published=[("exact (ED), 36-site triangular", -0.5603734), ("GCNN (Roth, Szabo and MacDonald, PRB 108, "
                                                                    "054410 (2023))", -0.560313)],
         args=["--lattice", "triangular:6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
-              "--samples", "8192", "--symmetry", "translations>full@1800", "--iters", "3500",
+              "--samples", "2048", "--symmetry", "translations>full@1800", "--iters", "3500",
               "--lr-half-life", "1000", "--full-stage-samples", "1024", "--full-stage-lr", "0.01",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
     ),
@@ -463,8 +462,10 @@ def plot_convergence(curves, path):
     ax.set_xlabel(f"(E − E_exact) / |E_exact| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
                   "left of 0: below the exact energy)", fontsize=8)
     ax.set_title("Final energies against the exact ground-state energy", fontsize=10)
-    ax.legend(list(markers.values()), list(markers), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1),
-              ncol=2)
+    # below the x label at any height of the axes (a table of one row is short)
+    below_label = matplotlib.transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
+    ax.legend(list(markers.values()), list(markers), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0),
+              bbox_transform=below_label, ncol=2)
     ax.grid(axis="x", color="0.9", lw=0.5)
     if with_curves:
         cx = fig.add_subplot(grid[0, 1])

@@ -662,3 +662,35 @@ def test_error_text_and_last_line_of_empty_messages():
     assert common.error_text(KeyError("k" * 500)).startswith("KeyError: 'kkk") and len(common.error_text(
         KeyError("k" * 500))) <= len("KeyError: ") + 300
     assert common.last_line("a\nb\n\n") == "b" and common.last_line("  \n") is None and common.last_line(None) is None
+
+
+def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
+    """benchmarks/seed_spread.py: one run per seed and tuning record, each from its own seed
+    (the runs differ), the "tpu" record really used (float32 device programs: the same seed's
+    energy differs from the "cpu" run's), the spread computed from the runs, the JSON written."""
+    seed_spread = load("seed_spread")
+    accuracy = load("accuracy")
+    tiny = dict(target=1e-2, args=["--lattice", "chain:8", "--channels", "2", "--depth", "1", "--samples", "32",
+                                   "--iters", "50"])
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny": tiny})
+    monkeypatch.setitem(sys.modules, "accuracy", accuracy)
+    json_path = tmp_path / "spread.json"
+    result = seed_spread.main(["--row", "tiny", "--seeds", "0", "1", "--iters", "6", "--eval-samples", "64",
+                               "--out", str(tmp_path / "runs"), "--json", str(json_path)])
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(result))
+    runs = {(r["tuning"], r["seed"]): r for r in result["runs"]}
+    assert sorted(runs) == [("cpu", 0), ("cpu", 1), ("tpu", 0), ("tpu", 1)]
+    assert all(r["iterations"] == 6 and positive(r["relative_error_bar"]) for r in runs.values())
+    assert runs["cpu", 0]["energy"] != runs["cpu", 1]["energy"]
+    assert runs["cpu", 0]["energy"] != runs["tpu", 0]["energy"]
+    assert "--seed" not in result["options"] and "--iters 6" in result["options"]
+    for name in ("cpu", "tpu"):
+        errors = [runs[name, s]["relative_error"] for s in (0, 1)]
+        assert result["spread"][name] == dict(n=2, median=sum(errors) / 2, min=min(errors), max=max(errors))
+
+
+def test_seed_spread_refuses_an_unknown_row_and_repeated_seeds():
+    for argv, option in ((["--row", "nope"], "--row"), (["--seeds", "1", "1"], "--seeds"),
+                         (["--iters", "0"], "--iters")):
+        done = script("seed_spread", *argv, timeout=60)
+        assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr

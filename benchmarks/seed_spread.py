@@ -1,0 +1,127 @@
+"""How far a row's final error moves with the seed, and with the chip's numerics on this CPU.
+
+A frustrated row trained from different random starts (``--seed`` draws both the first
+parameters and the chains) can settle at different levels, so two settings compared by one
+run each may differ by their seeds alone. This script trains one row of
+``benchmarks/accuracy.py`` (its options, with ``--iters`` and ``--eval-samples`` of its own)
+once per seed and per tuning record, and reports each run's relative error from fresh
+samples and, per tuning, the median, smallest and largest. ``--tunings cpu tpu`` also runs
+every seed under the library's "tpu" record on this CPU (``quantax_lite.tuning``: float32
+device programs, the SR solve by refined Cholesky, unpacked local energies): the chip's
+arithmetic without the chip, to tell its numerics from its seeds.
+
+    python benchmarks/seed_spread.py [--row NAME] [--seeds 0 1 2 3] [--iters 600]
+        [--eval-samples 16384] [--tunings cpu tpu] [--out DIR] [--json PATH] [--quick]
+        [-- MORE TRAIN OPTIONS]
+
+Results: ``benchmarks/results/seed_spread.json`` (none with ``--quick`` unless ``--json``
+is given). Options after ``--`` are added to the row's (``-- --samples 4096``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_JSON = os.path.join(HERE, "results", "seed_spread.json")
+
+
+def with_option(args: list[str], name: str, value) -> list[str]:
+    """``args`` with the option ``name`` set to ``value`` (replaced where it is, else added)."""
+    args = list(args)
+    if name in args:
+        args[args.index(name) + 1] = str(value)
+    else:
+        args += [name, str(value)]
+    return args
+
+
+def train_one(options: list[str], out: str, tuning_name: str) -> dict:
+    """Train ``options`` into the fresh run folder ``out`` under the tuning record
+    ``tuning_name`` (:func:`quantax_lite.tuning.for_backend`); the run's summary."""
+    from quantax_lite import cli, tuning
+
+    with tuning.using(tuning.for_backend(tuning_name)):
+        status = cli.main(["train", *options, "--out", out, "--no-progress", "--restart"])
+    if status != 0:
+        raise SystemExit(f"seed_spread: quantax-lite train exited with status {status} (its run folder is {out})")
+    with open(os.path.join(out, "summary.json")) as fh:
+        return json.load(fh)
+
+
+def spread(errors: list[float]) -> dict:
+    """Median, smallest and largest of the relative errors ``errors``."""
+    return {"n": len(errors), "median": statistics.median(errors), "min": min(errors), "max": max(errors)}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import accuracy
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--row", default="j1j2_4x4", help="a row of benchmarks/accuracy.py (default: j1j2_4x4)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="the seeds (default: 0 1 2 3)")
+    parser.add_argument("--iters", type=int, default=600, help="steps per run (default: 600)")
+    parser.add_argument("--eval-samples", type=int, default=16384, help="fresh samples of each final estimate")
+    parser.add_argument("--tunings", nargs="+", choices=("cpu", "gpu", "tpu"), default=["cpu", "tpu"],
+                        help="tuning records to train under, on this machine (default: cpu tpu)")
+    parser.add_argument("--out", default="runs/seed_spread", help="parent directory of the runs")
+    parser.add_argument("--json", default=None, help=f"results; default: {os.path.relpath(DEFAULT_JSON)} "
+                                                     "(none with --quick)")
+    parser.add_argument("--quick", action="store_true", help="20 steps of 128 samples (a smoke test)")
+    args = parser.parse_args(argv)
+    if args.row not in accuracy.SYSTEMS:
+        parser.error(f"--row: expected one of {', '.join(sorted(accuracy.SYSTEMS))}, got {args.row!r}")
+    for name in ("iters", "eval_samples"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: expected a positive number, got {getattr(args, name)}")
+    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds: expected distinct seeds >= 0, got {args.seeds}")
+
+    options = with_option(accuracy.SYSTEMS[args.row]["args"], "--iters", args.iters)
+    options = with_option(options, "--eval-samples", args.eval_samples)
+    if args.quick:
+        options = with_option(with_option(options, "--iters", 20), "--samples", 128)
+    options += extra
+    load_start = os.getloadavg()
+    runs = []
+    for tuning_name in args.tunings:
+        for seed in args.seeds:
+            out = os.path.join(args.out, f"{args.row}-{tuning_name}-seed{seed}")
+            t0 = time.perf_counter()
+            summary = train_one(with_option(options, "--seed", seed), out, tuning_name)
+            runs.append({"tuning": tuning_name, "seed": seed, "relative_error": summary["relative_error"],
+                         "relative_error_bar": summary["energy_error"] / abs(summary["exact_energy"]),
+                         "energy": summary["energy"], "energy_error": summary["energy_error"],
+                         "v_score": summary["v_score"], "iterations": summary["iterations"],
+                         "wall_time_s": round(time.perf_counter() - t0, 1)})
+            print(f"{tuning_name:5s} seed {seed:3d}  relative error {runs[-1]['relative_error']:.3e} "
+                  f"± {runs[-1]['relative_error_bar']:.1e}  V-score {runs[-1]['v_score']:.1e}", flush=True)
+    by_tuning = {t: spread([r["relative_error"] for r in runs if r["tuning"] == t]) for t in args.tunings}
+    print(f"\n{args.row}: {len(args.seeds)} seeds, {options[options.index('--iters') + 1]} steps each")
+    print("tuning   median      smallest    largest")
+    for t, s in by_tuning.items():
+        print(f"{t:6s}   {s['median']:.3e}   {s['min']:.3e}   {s['max']:.3e}")
+    result = {"row": args.row, "options": " ".join(options), "seeds": args.seeds, "runs": runs,
+              "spread": by_tuning, **accuracy.host_fields(), "load_average_start": load_start,
+              "load_average_end": os.getloadavg()}
+    json_path = args.json or (None if args.quick else DEFAULT_JSON)
+    if json_path:
+        from quantax_lite.utils.files import atomic_write
+
+        with atomic_write(json_path, "w") as fh:
+            json.dump(result, fh, indent=1)
+        print(f"wrote {json_path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
