@@ -170,11 +170,12 @@ SYSTEMS = {
     # command each (--window); a CPU runs them only with --allow-cpu. A larger network than the
     # CPU rows' (16 channels, depth 6: 28k parameters; on the chip a step is mostly latency at
     # the CPU rows' size). The frustrated rows: 2048 samples per step with the translations
-    # for 1800 steps (98 ms per step on the chip at 6x6), then the full group with 1024 samples
-    # (0.82 s per step) and a fresh learning rate for the rest of the budget. With 8192 samples
+    # for 1800 steps (98 ms per step for j1j2_6x6_chip on the chip), then the full group with
+    # 1024 samples (0.82 s per step there) and a fresh learning rate for the rest of the budget
+    # (the triangular row by analogy: it has not run on the chip). With 8192 samples
     # per step j1j2_6x6_chip took 521 ms per step and its first step came after 234 s instead
     # of 82; it reached 3.0e-3 over steps 600-1000 against 3.2e-3 with 2048, and the full group
-    # came after its budget (research log, 2026-12-06).
+    # came after its budget (one run each: research log, 2026-12-06).
     "heisenberg_6x6_chip": dict(
         target=1e-5, minutes=20, accelerator=True, published=[("exact (ED), 6x6 Heisenberg", -0.678872)],
         args=["--lattice", "6x6", "--hamiltonian", "heisenberg", "--channels", "16", "--depth", "6",
@@ -335,10 +336,14 @@ def system_name(row: dict) -> str:
 
 def method_of(row: dict) -> str:
     """``"sampled, translations"``, ``"exact sum, full group"``, ``"sampled, translations → full"``
-    (a staged symmetry)."""
+    (a staged symmetry), ``"sampled, translations (full not reached)"`` (a run that stopped
+    before its next stage: its final estimate's group, ``estimate_symmetry``, is an earlier one)."""
     opts = _options(row)
     how = "exact sum" if opts.get("--sampling") == "exact_sum" else "sampled"
     stages = [s.split("@")[0] for s in (opts.get("--symmetry") or "translations").split(">")]
+    reached = row.get("estimate_symmetry")
+    if len(stages) > 1 and reached in stages[:-1]:
+        return f"{how}, {reached} ({stages[-1]} not reached)"
     group = " → ".join("full" if g == "full" and len(stages) > 1 else "full group" if g == "full" else g
                        for g in stages)
     return f"{how}, {group}"

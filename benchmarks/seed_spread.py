@@ -1,4 +1,4 @@
-"""How far a row's final error moves with the seed, and with the chip's numerics on this CPU.
+"""How far a row's final error moves with the seed, also under the "tpu" tuning record on this CPU.
 
 A frustrated row trained from different random starts (``--seed`` draws both the first
 parameters and the chains) can settle at different levels, so two settings compared by one
@@ -7,8 +7,9 @@ run each may differ by their seeds alone. This script trains one row of
 once per seed and per tuning record, and reports each run's relative error from fresh
 samples and, per tuning, the median, smallest and largest. ``--tunings cpu tpu`` also runs
 every seed under the library's "tpu" record on this CPU (``quantax_lite.tuning``: float32
-device programs, the SR solve by refined Cholesky, unpacked local energies): the chip's
-arithmetic without the chip, to tell its numerics from its seeds.
+device programs, the SR solve by refined Cholesky, unpacked local energies), which tells
+that record's numerics from the seeds; the chip's own arithmetic and random draws differ
+from the CPU's.
 
     python benchmarks/seed_spread.py [--row NAME] [--seeds 0 1 2 3] [--iters 600]
         [--eval-samples 16384] [--tunings cpu tpu] [--out DIR] [--json PATH] [--quick]
@@ -20,6 +21,8 @@ is given). Options after ``--`` are added to the row's (``-- --samples 4096``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import statistics
@@ -40,17 +43,19 @@ def with_option(args: list[str], name: str, value) -> list[str]:
     return args
 
 
-def train_one(options: list[str], out: str, tuning_name: str) -> dict:
+def train_one(options: list[str], out: str, tuning_name: str) -> tuple[int, dict | None]:
     """Train ``options`` into the fresh run folder ``out`` under the tuning record
-    ``tuning_name`` (:func:`quantax_lite.tuning.for_backend`); the run's summary."""
+    ``tuning_name`` (:func:`quantax_lite.tuning.for_backend`): the command's exit status and
+    the run's summary (None where it wrote none)."""
     from quantax_lite import cli, tuning
 
     with tuning.using(tuning.for_backend(tuning_name)):
         status = cli.main(["train", *options, "--out", out, "--no-progress", "--restart"])
-    if status != 0:
-        raise SystemExit(f"seed_spread: quantax-lite train exited with status {status} (its run folder is {out})")
-    with open(os.path.join(out, "summary.json")) as fh:
-        return json.load(fh)
+    try:
+        with open(os.path.join(out, "summary.json")) as fh:
+            return status, json.load(fh)
+    except FileNotFoundError:
+        return status, None
 
 
 def spread(errors: list[float]) -> dict:
@@ -85,6 +90,24 @@ def main(argv=None):
             parser.error(f"--{name.replace('_', '-')}: expected a positive number, got {getattr(args, name)}")
     if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds: expected distinct seeds >= 0, got {args.seeds}")
+    if len(set(args.tunings)) != len(args.tunings):
+        parser.error(f"--tunings: expected distinct records, got {args.tunings}")
+    if accuracy.SYSTEMS[args.row].get("accelerator"):
+        parser.error(f"--row: {args.row} is an accelerator row (a budget in chip-minutes); choose a CPU row")
+    import jax
+
+    backend = jax.default_backend()
+    if backend != "cpu" and set(args.tunings) != {"gpu" if backend in ("cuda", "rocm") else backend}:
+        parser.error(f"--tunings: jax runs on {backend} here; another backend's record is emulated only on the CPU")
+    from quantax_lite.options import build_parser
+
+    said = io.StringIO()
+    try:  # the options after -- as the train command reads them, before anything trains
+        with contextlib.redirect_stderr(said):
+            build_parser().train_parser.parse_args(extra)
+    except SystemExit:
+        reason = (said.getvalue().strip().splitlines() or ["refused"])[-1].split("error: ")[-1]
+        parser.error(f"options after --: {reason}")
 
     options = with_option(accuracy.SYSTEMS[args.row]["args"], "--iters", args.iters)
     options = with_option(options, "--eval-samples", args.eval_samples)
@@ -97,16 +120,27 @@ def main(argv=None):
         for seed in args.seeds:
             out = os.path.join(args.out, f"{args.row}-{tuning_name}-seed{seed}")
             t0 = time.perf_counter()
-            summary = train_one(with_option(options, "--seed", seed), out, tuning_name)
-            runs.append({"tuning": tuning_name, "seed": seed, "relative_error": summary["relative_error"],
-                         "relative_error_bar": summary["energy_error"] / abs(summary["exact_energy"]),
-                         "energy": summary["energy"], "energy_error": summary["energy_error"],
-                         "v_score": summary["v_score"], "iterations": summary["iterations"],
-                         "wall_time_s": round(time.perf_counter() - t0, 1)})
-            print(f"{tuning_name:5s} seed {seed:3d}  relative error {runs[-1]['relative_error']:.3e} "
-                  f"± {runs[-1]['relative_error_bar']:.1e}  V-score {runs[-1]['v_score']:.1e}", flush=True)
-    by_tuning = {t: spread([r["relative_error"] for r in runs if r["tuning"] == t]) for t in args.tunings}
-    print(f"\n{args.row}: {len(args.seeds)} seeds, {options[options.index('--iters') + 1]} steps each")
+            status, summary = train_one(with_option(options, "--seed", seed), out, tuning_name)
+            if status == 2:  # a user error the train command named in one line
+                raise SystemExit(2)
+            run = {"tuning": tuning_name, "seed": seed, "exit_status": status,
+                   "wall_time_s": round(time.perf_counter() - t0, 1)}
+            if status == 0:
+                run.update(relative_error=summary["relative_error"],
+                           relative_error_bar=summary["energy_error"] / abs(summary["exact_energy"]),
+                           energy=summary["energy"], energy_error=summary["energy_error"],
+                           v_score=summary["v_score"], iterations=summary["iterations"])
+                print(f"{tuning_name:5s} seed {seed:3d}  relative error {run['relative_error']:.3e} "
+                      f"± {run['relative_error_bar']:.1e}  V-score {run['v_score']:.1e}", flush=True)
+            else:  # a diverged run is a result too: recorded, left out of the spread
+                print(f"{tuning_name:5s} seed {seed:3d}  quantax-lite train exited with status {status} "
+                      f"(run folder {out})", flush=True)
+            runs.append(run)
+    finished = [r for r in runs if r["exit_status"] == 0]
+    by_tuning = {t: spread([r["relative_error"] for r in finished if r["tuning"] == t])
+                 for t in args.tunings if any(r["tuning"] == t for r in finished)}
+    steps = sorted({r["iterations"] for r in finished})
+    print(f"\n{args.row}: {len(args.seeds)} seeds, {'/'.join(map(str, steps))} steps each")
     print("tuning   median      smallest    largest")
     for t, s in by_tuning.items():
         print(f"{t:6s}   {s['median']:.3e}   {s['min']:.3e}   {s['max']:.3e}")
@@ -117,8 +151,9 @@ def main(argv=None):
     if json_path:
         from quantax_lite.utils.files import atomic_write
 
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
         with atomic_write(json_path, "w") as fh:
-            json.dump(result, fh, indent=1)
+            json.dump(result, fh, indent=1, allow_nan=False)
         print(f"wrote {json_path}")
     return result
 

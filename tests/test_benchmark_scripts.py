@@ -517,6 +517,19 @@ def test_accuracy_figure_of_the_committed_rows_is_two_panels(saved_figures, tmp_
     assert any("host not recorded" in t.get_text() for t in fig.texts)
 
 
+def test_accuracy_names_a_stage_the_run_did_not_reach():
+    """A staged row names its stages, unless its final estimate was made in an earlier one
+    (a run stopped by its budget before the switch): then it says which stage was not reached."""
+    accuracy = load("accuracy")
+    staged = dict(system="x", options="--lattice 6x6 --symmetry translations>full@1800")
+    assert accuracy.method_of(dict(staged, estimate_symmetry="full")) == "sampled, translations → full"
+    assert accuracy.method_of(staged) == "sampled, translations → full"  # rows from before it was recorded
+    assert accuracy.method_of(dict(staged, estimate_symmetry="translations")) == \
+        "sampled, translations (full not reached)"
+    assert accuracy.method_of(dict(system="x", options="--symmetry full", estimate_symmetry="full")) == \
+        "sampled, full group"
+
+
 def test_accuracy_rows_record_their_host(tmp_path, monkeypatch):
     import quantax_lite.cli
 
@@ -689,8 +702,9 @@ def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
         assert result["spread"][name] == dict(n=2, median=sum(errors) / 2, min=min(errors), max=max(errors))
 
 
-def test_seed_spread_refuses_an_unknown_row_and_repeated_seeds():
+def test_seed_spread_refuses_what_it_cannot_run_before_training():
     for argv, option in ((["--row", "nope"], "--row"), (["--seeds", "1", "1"], "--seeds"),
-                         (["--iters", "0"], "--iters")):
+                         (["--iters", "0"], "--iters"), (["--tunings", "cpu", "cpu"], "--tunings"),
+                         (["--row", "j1j2_6x6_chip"], "--row"), (["--", "--no-such-option"], "options after --")):
         done = script("seed_spread", *argv, timeout=60)
-        assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr
+        assert done.returncode == 2 and f"error: {option}" in done.stderr and "Traceback" not in done.stderr
