@@ -63,6 +63,37 @@ def spread(errors: list[float]) -> dict:
     return {"n": len(errors), "median": statistics.median(errors), "min": min(errors), "max": max(errors)}
 
 
+def check_args(parser: argparse.ArgumentParser, args, extra: list[str], systems: dict) -> None:
+    """Every refusal before anything trains: ``parser.error`` (exit 2, one line naming the
+    option) for a row not in ``systems`` or an accelerator row, steps or samples below one,
+    repeated or negative seeds, repeated tunings, another backend's record on an accelerator,
+    or options after ``--`` that the train command would refuse."""
+    from quantax_lite import tuning
+    from quantax_lite.options import build_parser
+
+    if args.row not in systems:
+        parser.error(f"--row: expected one of {', '.join(sorted(systems))}, got {args.row!r}")
+    if systems[args.row].get("accelerator"):
+        parser.error(f"--row: {args.row} is an accelerator row (a budget in chip-minutes); choose a CPU row")
+    for name in ("iters", "eval_samples"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}: expected a positive number, got {getattr(args, name)}")
+    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds: expected distinct seeds >= 0, got {args.seeds}")
+    if len(set(args.tunings)) != len(args.tunings):
+        parser.error(f"--tunings: expected distinct records, got {args.tunings}")
+    backend = tuning.current().backend
+    if backend != "cpu" and set(args.tunings) != {backend}:
+        parser.error(f"--tunings: jax runs on {backend} here; another backend's record is emulated only on the CPU")
+    said = io.StringIO()
+    try:  # the options after -- as the train command reads them
+        with contextlib.redirect_stderr(said):
+            build_parser().train_parser.parse_args(extra)
+    except SystemExit:
+        reason = (said.getvalue().strip().splitlines() or ["refused"])[-1].split("error: ")[-1]
+        parser.error(f"options after --: {reason}")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -83,31 +114,7 @@ def main(argv=None):
                                                      "(none with --quick)")
     parser.add_argument("--quick", action="store_true", help="20 steps of 128 samples (a smoke test)")
     args = parser.parse_args(argv)
-    if args.row not in accuracy.SYSTEMS:
-        parser.error(f"--row: expected one of {', '.join(sorted(accuracy.SYSTEMS))}, got {args.row!r}")
-    for name in ("iters", "eval_samples"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')}: expected a positive number, got {getattr(args, name)}")
-    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
-        parser.error(f"--seeds: expected distinct seeds >= 0, got {args.seeds}")
-    if len(set(args.tunings)) != len(args.tunings):
-        parser.error(f"--tunings: expected distinct records, got {args.tunings}")
-    if accuracy.SYSTEMS[args.row].get("accelerator"):
-        parser.error(f"--row: {args.row} is an accelerator row (a budget in chip-minutes); choose a CPU row")
-    import jax
-
-    backend = jax.default_backend()
-    if backend != "cpu" and set(args.tunings) != {"gpu" if backend in ("cuda", "rocm") else backend}:
-        parser.error(f"--tunings: jax runs on {backend} here; another backend's record is emulated only on the CPU")
-    from quantax_lite.options import build_parser
-
-    said = io.StringIO()
-    try:  # the options after -- as the train command reads them, before anything trains
-        with contextlib.redirect_stderr(said):
-            build_parser().train_parser.parse_args(extra)
-    except SystemExit:
-        reason = (said.getvalue().strip().splitlines() or ["refused"])[-1].split("error: ")[-1]
-        parser.error(f"options after --: {reason}")
+    check_args(parser, args, extra, accuracy.SYSTEMS)
 
     options = with_option(accuracy.SYSTEMS[args.row]["args"], "--iters", args.iters)
     options = with_option(options, "--eval-samples", args.eval_samples)
