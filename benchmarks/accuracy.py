@@ -46,8 +46,9 @@ until the row's training share of its budget is spent (counted over every window
 its own final estimate, which becomes the row (its wall time: every window's, compilation
 and estimates included). ``--archive FILE.tgz`` carries the run folders as one file
 between machines that keep nothing. A row without an exact energy (10x10) is judged by
-``target_energy_per_site``; ``warm_start`` names the row whose run folder starts it
-(``--init-from``).
+``target_energy_per_site`` and plotted against the lowest published energy; ``warm_start``
+names the row whose run folder starts it (``--init-from``), and that run's wall time counts
+against the row's budget (kept as ``warm_start_wall_s``).
 
     python benchmarks/accuracy.py [--quick] [--only NAME] [--out DIR] [--json PATH] [--plot PATH]
                                   [--window MINUTES] [--archive FILE.tgz] [--allow-cpu]
@@ -237,12 +238,20 @@ def row_status(row: dict) -> str:
         if energy < exact - slack:
             return BELOW_EXACT
     budget = row.get("minutes_budget")
-    in_time = budget is None or row["wall_time_s"] <= 60 * budget
+    spent = row["wall_time_s"] + (row.get("warm_start_wall_s") or 0.0)
+    # a warm-started row whose start's time was not recorded cannot show it kept its budget
+    unknown_start = row.get("init_from") is not None and row.get("warm_start_wall_s") is None
+    in_time = budget is None or (spent <= 60 * budget and not unknown_start)
     if row.get("target") is None and row.get("target_energy_per_site") is not None:  # no exact energy
         per_site = row.get("energy_per_site")
         return "met" if per_site is not None and per_site <= row["target_energy_per_site"] and in_time else "not met"
     rel, target = row.get("relative_error"), row.get("target")
     return "met" if rel is not None and target is not None and rel <= target and in_time else "not met"
+
+
+def minutes_of(row: dict) -> float:
+    """The minutes a row spent: its own wall time plus its warm start's (``warm_start_wall_s``)."""
+    return (row["wall_time_s"] + (row.get("warm_start_wall_s") or 0.0)) / 60
 
 
 def table(rows) -> str:
@@ -254,7 +263,12 @@ def table(rows) -> str:
         target = (f"{r['target']:.0e}" if r.get("target") is not None
                   else f"{r['target_energy_per_site']}/site" if r.get("target_energy_per_site") is not None else "n/a")
         lines.append(f"{r['system']:<26} {rel:>20} {r['v_score']:>8.1e} {target:>8} "
-                     f"{r['minutes_budget']:>5} m {r['wall_time_s'] / 60:>8.1f}  {r['status']}")
+                     f"{r['minutes_budget']:>5} m {minutes_of(r):>8.1f}  {r['status']}")
+        if r.get("init_from"):
+            start = r.get("warm_start_wall_s")
+            spent = "its time not recorded" if start is None else f"its {start / 60:.1f} min counted above"
+            lines.append(f"    warm start: step {r['init_from'].get('iteration')} of a "
+                         f"{r['init_from'].get('lattice')} run, {spent}")
         for p in r["published"]:
             lines.append(f"    beside: {p['energy_per_site']:.6f} per site ({p['source']}); ours "
                          f"{r['energy_per_site']:.6f} ± {r['energy_error'] / (r['energy'] / r['energy_per_site']):.1e}")
@@ -272,8 +286,9 @@ def output_paths(quick: bool, json_path: str | None, plot_path: str | None) -> t
     return json_path, plot_path
 
 
-def convergence(log_records, exact_energy):
-    """``(wall time in s, relative error)`` of each training step's energy; steps
+def convergence(log_records, reference):
+    """``(wall time in s, relative error)`` of each training step's energy against
+    ``reference`` (the exact energy, or :func:`reference_energy`; none: empty); steps
     without a finite energy are left out. A resumed run's clock starts again at its first
     step (each window of a row trained across windows): its times continue from the last
     step before it, so that the time axis counts the training of every window."""
@@ -283,9 +298,9 @@ def convergence(log_records, exact_energy):
             offset += last
         last = rec["wall_time_s"]
         e = rec.get("energy")
-        if e is not None and math.isfinite(e) and exact_energy:
+        if e is not None and math.isfinite(e) and reference:
             t.append(offset + rec["wall_time_s"])
-            rel.append(abs(e - exact_energy) / abs(exact_energy))
+            rel.append(abs(e - reference) / abs(reference))
     return np.asarray(t, float), np.asarray(rel, float)
 
 
@@ -360,28 +375,43 @@ def host_label(row: dict) -> str:
     return " ".join(p for p in (f"{cores}-core" if cores else None, model, machine, "CPU") if p)
 
 
-def signed_error(row: dict) -> float | None:
-    """``(E − E_exact) / |E_exact|`` of the row's final energy: negative below the exact energy."""
-    if row.get("energy") is None or not row.get("exact_energy"):
+def reference_energy(row: dict) -> tuple[float, str | None] | None:
+    """``(energy, source)`` a row's energies are set against: its exact energy (source None),
+    else, for a system without one (10x10), the lowest of its published energies (its
+    source); None when it has neither."""
+    if row.get("exact_energy"):
+        return row["exact_energy"], None
+    if row.get("energy") is None or not row.get("energy_per_site") or not row.get("published"):
         return None
-    return (row["energy"] - row["exact_energy"]) / abs(row["exact_energy"])
+    sites = round(row["energy"] / row["energy_per_site"])
+    best = min(row["published"], key=lambda p: p["energy_per_site"])
+    return best["energy_per_site"] * sites, best["source"]
+
+
+def signed_error(row: dict) -> float | None:
+    """``(E − E_ref) / |E_ref|`` of the row's final energy (:func:`reference_energy`):
+    negative below the exact energy (or below the lowest published one)."""
+    ref = reference_energy(row)
+    if row.get("energy") is None or ref is None:
+        return None
+    return (row["energy"] - ref[0]) / abs(ref[0])
 
 
 def published_points(row: dict) -> list[tuple[str, float, float]]:
     """``[(source, signed relative error, half a unit of its last digit), ...]`` of the
-    published energies of a row against its exact energy; sources that are the exact
-    energy itself (``"exact ..."``) are the reference, not a point."""
+    published energies of a row against its :func:`reference_energy`; the reference itself
+    (an ``"exact ..."`` source, or the lowest published energy) is the zero line, not a point."""
     out = []
-    exact = row.get("exact_energy")
-    if not exact or not row.get("energy_per_site"):
+    ref = reference_energy(row)
+    if ref is None or not row.get("energy_per_site"):
         return out
-    sites = row["energy"] / row["energy_per_site"]
+    sites = round(row["energy"] / row["energy_per_site"])
     for p in row.get("published") or []:
-        if p["source"].lower().startswith("exact"):
+        if p["source"].lower().startswith("exact") or p["source"] == ref[1]:
             continue
         decimals = len(repr(abs(p["energy_per_site"])).partition(".")[2])
-        doubt = 0.5 * 10.0**-decimals * sites / abs(exact)
-        out.append((p["source"], (p["energy_per_site"] * sites - exact) / abs(exact), doubt))
+        doubt = 0.5 * 10.0**-decimals * sites / abs(ref[0])
+        out.append((p["source"], (p["energy_per_site"] * sites - ref[0]) / abs(ref[0]), doubt))
     return out
 
 
@@ -396,14 +426,16 @@ def running_mean(values, window: int) -> np.ndarray:
 
 def plot_convergence(curves, path):
     """The accuracy figure. Left: one line per system (named in words, with its method,
-    parameters, steps and wall time), the signed relative error ``(E − E_exact) / |E_exact|``
-    of its final energy with the full error bar, on a symmetric-log axis linear near zero
-    (an energy below the exact one, a bug, is drawn left of the zero line and named), and
-    the published energies of the same cluster (the JSON's ``published``; those that are the
-    reference itself left out) against the same exact energy, with half a unit of their
-    last digit as the bar. Right, for the rows that kept their training curve: the running
-    mean of the training energies' relative error against wall time (log scale; means, not
-    single noisy steps). The footer names the host(s) the wall times come from.
+    parameters, steps and wall time, a warm start's included), the signed relative error
+    ``(E − E_ref) / |E_ref|`` of its final energy with the full error bar, on a symmetric-log
+    axis linear near zero (an energy below the exact one, a bug, is drawn left of the zero
+    line and named), and the published energies of the same cluster (the JSON's
+    ``published``; the reference itself left out) against the same reference, with half a
+    unit of their last digit as the bar. ``E_ref`` is the exact energy, or for a system
+    without one the lowest published energy, which its label names
+    (:func:`reference_energy`). Right, for the rows that kept their training curve: the
+    running mean of the training energies' relative error against wall time (log scale;
+    means, not single noisy steps). The footer names the host(s) the wall times come from.
     ``curves``: ``[(row, t, rel), ...]`` (:func:`curves_of`)."""
     import matplotlib
 
@@ -457,16 +489,24 @@ def plot_convergence(curves, path):
     ax.set_xlim(left, right)
     ax.axvspan(left, 0, color="C3", alpha=0.07, lw=0)
     ax.axvline(0, color="k", lw=1, ls="--")
-    markers["exact ground-state energy (reference)"] = ax.lines[-1]
+    by_published = any(reference_energy(r) is not None and reference_energy(r)[1] for r in rows)
+    markers["reference: exact ground-state energy" + (" (else the lowest published)" if by_published else "")] = \
+        ax.lines[-1]
     ax.set_ylim(-0.7, len(rows) - 0.4)
     labels = []
     for row in rows:
         sites_steps = f"{row.get('n_params', '?')} params, {row.get('iterations', '?')} steps"
-        labels.append(f"{system_name(row)}\n{method_of(row)}; {sites_steps}, {row['wall_time_s'] / 60:.1f} min")
+        start = " incl. warm start" if row.get("warm_start_wall_s") else ""
+        ref = reference_energy(row)
+        against = f"\nagainst the lowest published energy ({ref[1].split(' (')[0]})" if ref and ref[1] else ""
+        labels.append(f"{system_name(row)}\n{method_of(row)}; {sites_steps}, {minutes_of(row):.1f} min{start}"
+                      + against)
     ax.set_yticks(y, labels, fontsize=7)
-    ax.set_xlabel(f"(E − E_exact) / |E_exact| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
-                  "left of 0: below the exact energy)", fontsize=8)
-    ax.set_title("Final energies against the exact ground-state energy", fontsize=10)
+    e_ref = "E_ref" if by_published else "E_exact"
+    ax.set_xlabel(f"(E − {e_ref}) / |{e_ref}| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
+                  "left of 0: below the reference)", fontsize=8)
+    ax.set_title("Final energies against the exact ground-state energy"
+                 + (" (or the lowest published one)" if by_published else ""), fontsize=10)
     # below the x label at any height of the axes (a table of one row is short)
     below_label = matplotlib.transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
     ax.legend(list(markers.values()), list(markers), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0),
@@ -476,11 +516,13 @@ def plot_convergence(curves, path):
         cx = fig.add_subplot(grid[0, 1])
         for k, (row, t, rel) in enumerate(with_curves):
             window = max(3, len(rel) // 20)
+            ref = reference_energy(row)
+            against = " (against the lowest published)" if ref and ref[1] else ""
             cx.plot(t / 60, running_mean(rel, window), lw=1.2, color=f"C{k}",
-                    label=f"{system_name(row)}; {method_of(row)}")
+                    label=f"{system_name(row)}; {method_of(row)}{against}")
         cx.set_yscale("log")
         cx.set_xlabel("wall time (min)")
-        cx.set_ylabel("running mean of |E − E_exact| / |E_exact|\n(training energies, 5% of the recorded steps)",
+        cx.set_ylabel(f"running mean of |E − {e_ref}| / |{e_ref}|\n(training energies, 5% of the recorded steps)",
                       fontsize=8)
         cx.set_title("Training convergence", fontsize=10)
         cx.legend(fontsize=6, loc="upper right")
@@ -515,7 +557,9 @@ WINDOWS = "accuracy_windows.json"
 def read_windows(out: str) -> list[dict]:
     """The windows (calls of this script) that trained the row in the run folder ``out``,
     oldest first (``[]`` for a new run): each ``{"wall_s", "training_min",
-    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}``."""
+    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}``, the host it
+    ran on (:func:`host_fields`; not in windows recorded before hosts were kept) and, in the
+    first window of a warm-started row, ``"warm_start_wall_s"``."""
     path = os.path.join(out, WINDOWS)
     if not os.path.exists(path):
         return []
@@ -523,18 +567,22 @@ def read_windows(out: str) -> list[dict]:
         return json.load(fh)
 
 
-def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
+def record_window(out: str, wall_s: float, time_limit_min: float, warm_start_s: float | None = None) -> list[dict]:
     """Append this call's window to ``out``'s windows (written whole, then renamed) and
     return them all. Its training minutes: the time limit when it stopped the run, else the
-    call's wall time (the steps ended first)."""
+    call's wall time (the steps ended first). The first window of a warm-started row keeps
+    the time of the run it started from (``warm_start_s``: :func:`warm_start_seconds`)."""
     with open(os.path.join(out, "summary.json")) as fh:
         summary = json.load(fh)
     stopped = bool(summary.get("stopped_at_time_limit"))
     window = {"wall_s": round(wall_s, 2), "training_min": time_limit_min if stopped else wall_s / 60,
               "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
               "iterations": summary["iterations"],
-              "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    windows = read_windows(out) + [window]
+              "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **host_fields()}
+    windows = read_windows(out)
+    if not windows and warm_start_s is not None:
+        window["warm_start_wall_s"] = warm_start_s
+    windows.append(window)
     with atomic_write(os.path.join(out, WINDOWS)) as fh:
         json.dump(windows, fh, indent=1)
     return windows
@@ -583,23 +631,39 @@ def pack_runs(out: str, archive: str, with_cache: bool = True) -> bool:
     return has_cache
 
 
-def time_limit_of(minutes: float, windows: list[dict], window: float | None = None) -> float | None:
+def time_limit_of(minutes: float, windows: list[dict], window: float | None = None,
+                  warm_start_min: float = 0.0) -> float | None:
     """The training time limit (minutes) of a row's next call: ``TRAINING_SHARE`` of its
-    budget ``minutes`` less the training of its earlier ``windows``, at most ``window``; None
-    when nothing is left to train (the budget spent, or the last window ended before its
-    time limit: its steps are done)."""
+    budget ``minutes`` less the training of its earlier ``windows`` and the minutes of its
+    warm start (:func:`warm_start_seconds`), at most ``window``; None when nothing is left to
+    train (the budget spent, or the last window ended before its time limit: its steps are
+    done)."""
     if windows and not windows[-1]["stopped_at_time_limit"]:
         return None
-    limit = TRAINING_SHARE * minutes - sum(w["training_min"] for w in windows)
+    limit = TRAINING_SHARE * minutes - warm_start_min - sum(w["training_min"] for w in windows)
     if window is not None:
         limit = min(limit, window)
     return limit if limit > 0 else None
 
 
-def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wall: float | None = None) -> dict:
+def warm_start_seconds(source: str) -> float | None:
+    """The wall time (s) of every window that trained the run folder ``source``: what a row
+    started from ``source``'s newest parameters spent before its own first window. None when
+    ``source`` kept no windows (its time is not known)."""
+    windows = read_windows(source)
+    return round(sum(w["wall_s"] for w in windows), 2) if windows else None
+
+
+HOST_KEYS = ("host", "cpu_count", "cpu_model", "machine")
+
+
+def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wall: float | None = None,
+           warm_start_s: float | None = None) -> dict:
     """The JSON row of ``name`` from its run folder's ``summary.json`` (the final estimate of
     its newest window) and log; its wall time is that of every window (``windows``), or
-    ``wall`` for a run without (``--quick``)."""
+    ``wall`` for a run without (``--quick``); ``warm_start_s``: the wall time of the run it
+    started from (:func:`warm_start_seconds`), for a row with ``warm_start``. The host is
+    the newest window's (this machine's for a window recorded without one)."""
     from quantax_lite.run_folder import read_log
 
     with open(os.path.join(out, "summary.json")) as fh:
@@ -618,16 +682,19 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
         "wall_time_s": sum(w["wall_s"] for w in windows) if windows else wall,
         "options": " ".join(opts),
         "published": [dict(source=src, energy_per_site=e) for src, e in spec.get("published", [])],
-        **host_fields(),
+        **({k: windows[-1].get(k) for k in HOST_KEYS} if windows and "host" in windows[-1] else host_fields()),
     }
     if spec.get("target_energy_per_site") is not None:
         row["target_energy_per_site"] = spec["target_energy_per_site"]
     if spec.get("accelerator"):
         row["windows"] = len(windows)
         row["init_from"] = summary.get("init_from")
+        if spec.get("warm_start"):
+            row["warm_start_wall_s"] = warm_start_s
     row["status"] = row_status(row)
     row["met"] = row["status"] == "met"
-    row["convergence"] = thinned(*convergence(read_log(os.path.join(out, "log.jsonl")), exact))
+    ref = reference_energy(row)  # the exact energy, else the lowest published one
+    row["convergence"] = thinned(*convergence(read_log(os.path.join(out, "log.jsonl")), ref and ref[0]))
     return row
 
 
@@ -645,18 +712,25 @@ def train_rows(args, names: list[str]) -> list[dict]:
         # resumes its run for another budget, as before)
         windowed = not args.quick and (spec.get("accelerator") or args.window is not None)
         windows = read_windows(out) if windowed else []
+        # the time of the run a warm-started row starts from, part of its budget: read from the
+        # source when the row starts, then kept with its first window
+        warm_start_s = windows[0].get("warm_start_wall_s") if windows else None
+        source = spec.get("warm_start") and os.path.join(args.out,
+                                                         spec["warm_start"] + ("_quick" if args.quick else ""))
+        if source and not list_checkpoints(out):
+            warm_start_s = warm_start_seconds(source)
         if args.quick:
             opts += ["--iters", "30"] + ([] if "exact_sum" in opts else ["--samples", "256", "--eval-samples", "4096"])
         else:  # the rest of the budget is left for compilation of the final estimate and the estimate
-            limit = time_limit_of(minutes, windows, args.window)
+            limit = time_limit_of(minutes, windows, args.window, (warm_start_s or 0.0) / 60)
             if limit is None:
                 print(f"accuracy: {name}: its budget is spent or its steps are done after {len(windows)} "
                       f"window(s); its row is read from {out}", flush=True)
-                rows.append(row_of(name, spec, out, opts, windows))
+                rows.append(row_of(name, spec, out, opts, windows, warm_start_s=warm_start_s))
                 continue
             opts += ["--time-limit", f"{limit:.4g}"]
-        if spec.get("warm_start") and not list_checkpoints(out):  # a new run starts from the other row's
-            opts += ["--init-from", os.path.join(args.out, spec["warm_start"] + ("_quick" if args.quick else ""))]
+        if source and not list_checkpoints(out):  # a new run starts from the other row's
+            opts += ["--init-from", source]
         resume = bool(list_checkpoints(out))  # continue a run that has checkpoints
         t0 = time.perf_counter()
         status = cli.main(["train", *opts, "--out", out, "--no-progress"] + (["--resume"] if resume else []))
@@ -665,8 +739,8 @@ def train_rows(args, names: list[str]) -> list[dict]:
                              f"its run folder is {out})")
         wall = time.perf_counter() - t0
         if windowed:
-            windows = record_window(out, wall, limit)
-        rows.append(row_of(name, spec, out, opts, windows, wall))
+            windows = record_window(out, wall, limit, warm_start_s)
+        rows.append(row_of(name, spec, out, opts, windows, wall, warm_start_s))
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:
             cache_fits = pack_runs(args.out, args.archive, with_cache=cache_fits)

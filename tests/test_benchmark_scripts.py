@@ -301,6 +301,78 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     assert accuracy.row_status(dict(judged, energy_per_site=-0.4960)) == "not met"
 
 
+def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypatch, capsys):
+    """A row started from another row's run (warm_start): the source's wall time, read when
+    the row starts and kept with its first window, shortens the row's training limit and
+    counts in its minutes and status; later windows of the source do not change it."""
+    accuracy = load("accuracy")
+    small = ["--channels", "2", "--depth", "1", "--samples", "16", "--iters", "50", "--eval-samples", "64",
+             "--checkpoint-every", "0"]
+    source = dict(target=1e-2, minutes=0.01, accelerator=True, args=["--lattice", "chain:8", *small])
+    warm = dict(target=None, target_energy_per_site=-0.3, minutes=1.0, accelerator=True, warm_start="tiny_src",
+                args=["--lattice", "chain:12", *small])
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_src": source, "tiny_warm": warm})
+    argv = ["--allow-cpu", "--window", "0.004", "--out", str(tmp_path), "--json", str(tmp_path / "acc.json")]
+    accuracy.main(["--only", "tiny_src", *argv])
+    (src_window,) = accuracy.read_windows(tmp_path / "tiny_src")
+    assert accuracy.warm_start_seconds(tmp_path / "tiny_src") == pytest.approx(src_window["wall_s"])
+    assert accuracy.warm_start_seconds(tmp_path / "nowhere") is None
+    accuracy.main(["--only", "tiny_warm", *argv])
+    (first,) = accuracy.read_windows(tmp_path / "tiny_warm")
+    assert first["warm_start_wall_s"] == pytest.approx(src_window["wall_s"]) and first["host"]
+    accuracy.main(["--only", "tiny_src", *argv])  # the source trains on: the warm row's start stays
+    accuracy.main(["--only", "tiny_warm", *argv])
+    windows = accuracy.read_windows(tmp_path / "tiny_warm")
+    assert len(windows) == 2 and "warm_start_wall_s" not in windows[1]
+    rows = {r["system"]: r for r in json.loads((tmp_path / "acc.json").read_text())}
+    row = rows["tiny_warm"]
+    assert row["warm_start_wall_s"] == pytest.approx(src_window["wall_s"])
+    assert row["init_from"]["lattice"] == "chain:8" and row["init_from"]["iteration"] == src_window["iterations"]
+    assert accuracy.minutes_of(row) == pytest.approx((row["wall_time_s"] + src_window["wall_s"]) / 60)
+    assert "warm start: step" in capsys.readouterr().out
+    # the limit: the training share of the budget less the warm start and the windows trained
+    assert accuracy.time_limit_of(1.0, [], 9, warm_start_min=0.5) == pytest.approx(0.3)
+    assert accuracy.time_limit_of(1.0, [dict(training_min=0.2, stopped_at_time_limit=True)], 9, 0.7) is None
+    # the status: met only when the row's own time and its start's fit the budget, and known
+    judged = dict(target=None, target_energy_per_site=-0.4965, energy=-49.70, energy_per_site=-0.4970,
+                  exact_energy=None, minutes_budget=25, wall_time_s=20 * 60.0, init_from=dict(iteration=10))
+    assert accuracy.row_status(dict(judged, warm_start_wall_s=4 * 60.0)) == "met"
+    assert accuracy.row_status(dict(judged, warm_start_wall_s=6 * 60.0)) == "not met"
+    assert accuracy.row_status(dict(judged, warm_start_wall_s=None)) == "not met"
+
+
+def test_accuracy_sets_a_row_without_exact_energy_against_the_lowest_published(saved_figures, tmp_path):
+    """10x10 has no exact energy: its final energy, its training curve and the other
+    published energies are drawn against the lowest published one, which its label names."""
+    accuracy = load("accuracy")
+    best, other = -0.4976921, -0.497634
+    row = dict(system="j1j2_10x10_chip", target=None, target_energy_per_site=-0.4965, minutes_budget=25,
+               energy=-49.6275, energy_error=0.0036, energy_per_site=-0.496275, exact_energy=None,
+               relative_error=None, relative_error_bar=None, v_score=7e-3, n_params=28032, iterations=1192,
+               wall_time_s=945.0, warm_start_wall_s=440.0, init_from=dict(iteration=2950, lattice="6x6"),
+               options="--lattice 10x10 --hamiltonian j1j2 --J2 0.5", status="not met",
+               published=[dict(source="ResNet (A)", energy_per_site=best),
+                          dict(source="ViT (B)", energy_per_site=other)])
+    assert accuracy.reference_energy(row) == (pytest.approx(best * 100), "ResNet (A)")
+    assert accuracy.signed_error(row) == pytest.approx((-49.6275 - best * 100) / abs(best * 100))
+    ((source, rel, doubt),) = accuracy.published_points(row)  # the reference itself is the zero line
+    assert source == "ViT (B)" and rel == pytest.approx((other - best) / abs(best)) and 0 < doubt < 1e-5
+    assert accuracy.reference_energy(dict(row, published=[])) is None
+    assert accuracy.reference_energy(dict(row, exact_energy=-50.0)) == (-50.0, None)
+    t, rel = accuracy.convergence([dict(wall_time_s=1.0, energy=-49.0), dict(wall_time_s=2.0, energy=-49.5)],
+                                  accuracy.reference_energy(row)[0])
+    np.testing.assert_allclose(rel, [abs(e - best * 100) / abs(best * 100) for e in (-49.0, -49.5)])
+    accuracy.plot_convergence([(row, t, rel)], tmp_path / "acc.png")
+    ((_, fig),) = saved_figures
+    ax = fig.get_axes()[0]
+    (label,) = [t.get_text() for t in ax.get_yticklabels()]
+    assert "23.1 min incl. warm start" in label and "against the lowest published energy (ResNet)" in label
+    drawn = [float(np.asarray(c.lines[0].get_xdata(), float)[0]) for c in ax.containers]
+    assert any(abs(d - accuracy.signed_error(row)) < 1e-12 for d in drawn)
+    assert any(abs(d - (other - best) / abs(best)) < 1e-12 for d in drawn)
+    assert "E_ref" in ax.get_xlabel()
+
+
 def test_accuracy_refuses_accelerator_rows_on_a_cpu(capsys):
     accuracy = load("accuracy")
     with pytest.raises(SystemExit) as err:
