@@ -327,6 +327,7 @@ def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypat
     rows = {r["system"]: r for r in json.loads((tmp_path / "acc.json").read_text())}
     row = rows["tiny_warm"]
     assert row["warm_start_wall_s"] == pytest.approx(src_window["wall_s"])
+    assert row["wall_time_with_warm_start_s"] == pytest.approx(row["wall_time_s"] + src_window["wall_s"], abs=0.02)
     assert row["init_from"]["lattice"] == "chain:8" and row["init_from"]["iteration"] == src_window["iterations"]
     assert accuracy.minutes_of(row) == pytest.approx((row["wall_time_s"] + src_window["wall_s"]) / 60)
     assert "warm start: step" in capsys.readouterr().out
