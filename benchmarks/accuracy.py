@@ -27,7 +27,8 @@ energies come from many fresh samples, so that their error bars are small agains
 targets.
 
 Each row's ``status`` (also its ``met`` flag and the table's column): ``met`` (relative
-error within the target and wall time within the budget), ``not met``, or ``below exact:
+error within the target and wall time, a warm start's included, within the budget), ``not
+met``, or ``below exact:
 estimator bug`` when the energy lies below the exact ground-state energy by more than 3
 error bars plus rounding (a variational energy cannot: an estimator or reference is
 wrong), never counted as met.
@@ -48,7 +49,8 @@ and estimates included). ``--archive FILE.tgz`` carries the run folders as one f
 between machines that keep nothing. A row without an exact energy (10x10) is judged by
 ``target_energy_per_site`` and plotted against the lowest published energy; ``warm_start``
 names the row whose run folder starts it (``--init-from``), and that run's wall time counts
-against the row's budget (kept as ``warm_start_wall_s``).
+against the row's budget (``accuracy_warm_start.json`` in its run folder, ``warm_start_wall_s``
+in its row; a ``--quick`` source keeps no windows, so its time is not known).
 
     python benchmarks/accuracy.py [--quick] [--only NAME] [--out DIR] [--json PATH] [--plot PATH]
                                   [--window MINUTES] [--archive FILE.tgz] [--allow-cpu]
@@ -231,7 +233,8 @@ def row_status(row: dict) -> str:
     by more than ``BELOW_EXACT_SIGMAS * energy_error`` plus ``BELOW_EXACT_ROUNDING * |exact|``;
     else ``"met"`` when the relative error is within ``target`` (a row without an exact
     energy: its energy per site at or below ``target_energy_per_site``) and ``wall_time_s``
-    within ``minutes_budget``; else ``"not met"``."""
+    plus the warm start's ``warm_start_wall_s`` within ``minutes_budget`` (a row started from
+    another run whose time is not known cannot be met); else ``"not met"``."""
     energy, exact = row.get("energy"), row.get("exact_energy")
     if energy is not None and exact is not None:
         slack = BELOW_EXACT_SIGMAS * (row.get("energy_error") or 0.0) + BELOW_EXACT_ROUNDING * abs(exact)
@@ -504,7 +507,8 @@ def plot_convergence(curves, path):
     ax.set_yticks(y, labels, fontsize=7)
     e_ref = "E_ref" if by_published else "E_exact"
     ax.set_xlabel(f"(E − {e_ref}) / |{e_ref}| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
-                  "left of 0: below the reference)", fontsize=8)
+                  "left of 0: below the exact energy, a bug" + (", or below the lowest published" if by_published
+                                                                 else "") + ")", fontsize=8)
     ax.set_title("Final energies against the exact ground-state energy"
                  + (" (or the lowest published one)" if by_published else ""), fontsize=10)
     # below the x label at any height of the axes (a table of one row is short)
@@ -557,9 +561,8 @@ WINDOWS = "accuracy_windows.json"
 def read_windows(out: str) -> list[dict]:
     """The windows (calls of this script) that trained the row in the run folder ``out``,
     oldest first (``[]`` for a new run): each ``{"wall_s", "training_min",
-    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}``, the host it
-    ran on (:func:`host_fields`; not in windows recorded before hosts were kept) and, in the
-    first window of a warm-started row, ``"warm_start_wall_s"``."""
+    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}`` and the host it
+    ran on (:func:`host_fields`; not in windows recorded before hosts were kept)."""
     path = os.path.join(out, WINDOWS)
     if not os.path.exists(path):
         return []
@@ -567,11 +570,10 @@ def read_windows(out: str) -> list[dict]:
         return json.load(fh)
 
 
-def record_window(out: str, wall_s: float, time_limit_min: float, warm_start_s: float | None = None) -> list[dict]:
+def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
     """Append this call's window to ``out``'s windows (written whole, then renamed) and
     return them all. Its training minutes: the time limit when it stopped the run, else the
-    call's wall time (the steps ended first). The first window of a warm-started row keeps
-    the time of the run it started from (``warm_start_s``: :func:`warm_start_seconds`)."""
+    call's wall time (the steps ended first)."""
     with open(os.path.join(out, "summary.json")) as fh:
         summary = json.load(fh)
     stopped = bool(summary.get("stopped_at_time_limit"))
@@ -579,10 +581,7 @@ def record_window(out: str, wall_s: float, time_limit_min: float, warm_start_s: 
               "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
               "iterations": summary["iterations"],
               "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **host_fields()}
-    windows = read_windows(out)
-    if not windows and warm_start_s is not None:
-        window["warm_start_wall_s"] = warm_start_s
-    windows.append(window)
+    windows = read_windows(out) + [window]
     with atomic_write(os.path.join(out, WINDOWS)) as fh:
         json.dump(windows, fh, indent=1)
     return windows
@@ -654,6 +653,21 @@ def warm_start_seconds(source: str) -> float | None:
     return round(sum(w["wall_s"] for w in windows), 2) if windows else None
 
 
+# in a warm-started row's run folder: the run it started from and that run's wall time,
+# written when the row starts (before its first window), read by every later call
+WARM_START = "accuracy_warm_start.json"
+
+
+def read_warm_start(out: str) -> float | None:
+    """The wall time (s) of the run the row in ``out`` started from (:data:`WARM_START`);
+    None for a row that has not started from one, or whose start's time is not known."""
+    path = os.path.join(out, WARM_START)
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh).get("wall_s")
+
+
 HOST_KEYS = ("host", "cpu_count", "cpu_model", "machine")
 
 
@@ -662,8 +676,9 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
     """The JSON row of ``name`` from its run folder's ``summary.json`` (the final estimate of
     its newest window) and log; its wall time is that of every window (``windows``), or
     ``wall`` for a run without (``--quick``); ``warm_start_s``: the wall time of the run it
-    started from (:func:`warm_start_seconds`), for a row with ``warm_start``. The host is
-    the newest window's (this machine's for a window recorded without one)."""
+    started from (:func:`warm_start_seconds`), for a row with ``warm_start``, counted whatever
+    host that run had. The host is the newest window's (this machine's for windows recorded
+    before hosts were kept; a row whose windows ran on several hosts names the last)."""
     from quantax_lite.run_folder import read_log
 
     with open(os.path.join(out, "summary.json")) as fh:
@@ -715,23 +730,29 @@ def train_rows(args, names: list[str]) -> list[dict]:
         windowed = not args.quick and (spec.get("accelerator") or args.window is not None)
         windows = read_windows(out) if windowed else []
         # the time of the run a warm-started row starts from, part of its budget: read from the
-        # source when the row starts, then kept with its first window
-        warm_start_s = windows[0].get("warm_start_wall_s") if windows else None
+        # source when the row starts, then from the row's own folder (WARM_START)
         source = spec.get("warm_start") and os.path.join(args.out,
                                                          spec["warm_start"] + ("_quick" if args.quick else ""))
-        if source and not list_checkpoints(out):
-            warm_start_s = warm_start_seconds(source)
+        starting = bool(source) and not list_checkpoints(out)
+        warm_start_s = warm_start_seconds(source) if starting else read_warm_start(out) if source else None
         if args.quick:
             opts += ["--iters", "30"] + ([] if "exact_sum" in opts else ["--samples", "256", "--eval-samples", "4096"])
         else:  # the rest of the budget is left for compilation of the final estimate and the estimate
             limit = time_limit_of(minutes, windows, args.window, (warm_start_s or 0.0) / 60)
+            if limit is None and starting:
+                print(f"accuracy: {name}: the run it starts from ({source}) took {(warm_start_s or 0) / 60:.1f} "
+                      f"of its {minutes} minutes: nothing left to train; no row", flush=True)
+                continue
             if limit is None:
                 print(f"accuracy: {name}: its budget is spent or its steps are done after {len(windows)} "
                       f"window(s); its row is read from {out}", flush=True)
                 rows.append(row_of(name, spec, out, opts, windows, warm_start_s=warm_start_s))
                 continue
             opts += ["--time-limit", f"{limit:.4g}"]
-        if source and not list_checkpoints(out):  # a new run starts from the other row's
+        if starting:  # a new run starts from the other row's, and keeps what that one cost
+            os.makedirs(out, exist_ok=True)
+            with atomic_write(os.path.join(out, WARM_START)) as fh:
+                json.dump({"source": source, "wall_s": warm_start_s}, fh)
             opts += ["--init-from", source]
         resume = bool(list_checkpoints(out))  # continue a run that has checkpoints
         t0 = time.perf_counter()
@@ -741,7 +762,7 @@ def train_rows(args, names: list[str]) -> list[dict]:
                              f"its run folder is {out})")
         wall = time.perf_counter() - t0
         if windowed:
-            windows = record_window(out, wall, limit, warm_start_s)
+            windows = record_window(out, wall, limit)
         rows.append(row_of(name, spec, out, opts, windows, wall, warm_start_s))
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:

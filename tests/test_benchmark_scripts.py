@@ -303,34 +303,44 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
 
 def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypatch, capsys):
     """A row started from another row's run (warm_start): the source's wall time, read when
-    the row starts and kept with its first window, shortens the row's training limit and
-    counts in its minutes and status; later windows of the source do not change it."""
+    the row starts and kept in the row's folder, shortens the row's training limit and
+    counts in its minutes and status; later windows of the source do not change it; a start
+    that used up the budget trains nothing; the row keeps the host its windows ran on."""
     accuracy = load("accuracy")
     small = ["--channels", "2", "--depth", "1", "--samples", "16", "--iters", "50", "--eval-samples", "64",
              "--checkpoint-every", "0"]
     source = dict(target=1e-2, minutes=0.01, accelerator=True, args=["--lattice", "chain:8", *small])
     warm = dict(target=None, target_energy_per_site=-0.3, minutes=1.0, accelerator=True, warm_start="tiny_src",
                 args=["--lattice", "chain:12", *small])
-    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_src": source, "tiny_warm": warm})
-    argv = ["--allow-cpu", "--window", "0.004", "--out", str(tmp_path), "--json", str(tmp_path / "acc.json")]
-    accuracy.main(["--only", "tiny_src", *argv])
+    late = dict(warm, minutes=0.01)  # 0.008 minutes of training: less than its start took
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_src": source, "tiny_warm": warm, "tiny_late": late})
+    argv = ["--allow-cpu", "--out", str(tmp_path), "--json", str(tmp_path / "acc.json")]
+    accuracy.main(["--only", "tiny_src", "--window", "0.004", *argv])
     (src_window,) = accuracy.read_windows(tmp_path / "tiny_src")
     assert accuracy.warm_start_seconds(tmp_path / "tiny_src") == pytest.approx(src_window["wall_s"])
     assert accuracy.warm_start_seconds(tmp_path / "nowhere") is None
-    accuracy.main(["--only", "tiny_warm", *argv])
+    accuracy.main(["--only", "tiny_warm", "--window", "5", *argv])  # its 50 steps end before its limit
     (first,) = accuracy.read_windows(tmp_path / "tiny_warm")
-    assert first["warm_start_wall_s"] == pytest.approx(src_window["wall_s"]) and first["host"]
-    accuracy.main(["--only", "tiny_src", *argv])  # the source trains on: the warm row's start stays
-    accuracy.main(["--only", "tiny_warm", *argv])
-    windows = accuracy.read_windows(tmp_path / "tiny_warm")
-    assert len(windows) == 2 and "warm_start_wall_s" not in windows[1]
+    assert first["time_limit_min"] == pytest.approx(0.8 * 1.0 - src_window["wall_s"] / 60)
+    assert accuracy.read_warm_start(tmp_path / "tiny_warm") == pytest.approx(src_window["wall_s"])
+    accuracy.main(["--only", "tiny_src", "--window", "0.004", *argv])  # the source trains on
+    assert len(accuracy.read_windows(tmp_path / "tiny_src")) == 2
+    windows_file = tmp_path / "tiny_warm" / accuracy.WINDOWS
+    windows_file.write_text(json.dumps([dict(first, host="the chip")]))
+    accuracy.main(["--only", "tiny_warm", "--window", "5", *argv])  # its steps are done: read back
     rows = {r["system"]: r for r in json.loads((tmp_path / "acc.json").read_text())}
     row = rows["tiny_warm"]
-    assert row["warm_start_wall_s"] == pytest.approx(src_window["wall_s"])
+    assert row["host"] == "the chip"  # the window's host, not this machine's
+    assert row["warm_start_wall_s"] == pytest.approx(src_window["wall_s"])  # the start, not the source's later windows
     assert row["wall_time_with_warm_start_s"] == pytest.approx(row["wall_time_s"] + src_window["wall_s"], abs=0.02)
     assert row["init_from"]["lattice"] == "chain:8" and row["init_from"]["iteration"] == src_window["iterations"]
     assert accuracy.minutes_of(row) == pytest.approx((row["wall_time_s"] + src_window["wall_s"]) / 60)
-    assert "warm start: step" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "warm start: step" in out and "budget is spent or its steps are done" in out
+    accuracy.main(["--only", "tiny_late", "--window", "5", *argv])
+    assert "nothing left to train; no row" in capsys.readouterr().out
+    assert not accuracy.list_checkpoints(str(tmp_path / "tiny_late"))
+    assert "tiny_late" not in {r["system"] for r in json.loads((tmp_path / "acc.json").read_text())}
     # the limit: the training share of the budget less the warm start and the windows trained
     assert accuracy.time_limit_of(1.0, [], 9, warm_start_min=0.5) == pytest.approx(0.3)
     assert accuracy.time_limit_of(1.0, [dict(training_min=0.2, stopped_at_time_limit=True)], 9, 0.7) is None
@@ -372,6 +382,18 @@ def test_accuracy_sets_a_row_without_exact_energy_against_the_lowest_published(s
     assert any(abs(d - accuracy.signed_error(row)) < 1e-12 for d in drawn)
     assert any(abs(d - (other - best) / abs(best)) < 1e-12 for d in drawn)
     assert "E_ref" in ax.get_xlabel()
+    # a run folder of such a row: row_of keeps its training curve against the same reference
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps(dict(
+        exact_energy=None, n_sites=100, relative_error=None, energy=-49.6, energy_error=0.004, v_score=7e-3,
+        n_params=28032, iterations=2)))
+    (out / "log.jsonl").write_text("".join(json.dumps(dict(iteration=i + 1, wall_time_s=float(i + 1), energy=e)) + "\n"
+                                           for i, e in enumerate((-49.0, -49.5))))
+    spec = dict(target=None, target_energy_per_site=-0.4965, published=[("ResNet (A)", best), ("ViT (B)", other)])
+    made = accuracy.row_of("j1j2_10x10_chip", spec, str(out), [], [], wall=60.0)
+    np.testing.assert_allclose(made["convergence"]["relative_error"], rel, rtol=1e-3)
+    assert accuracy.signed_error(made) == pytest.approx((-49.6 - best * 100) / abs(best * 100))
 
 
 def test_accuracy_refuses_accelerator_rows_on_a_cpu(capsys):
