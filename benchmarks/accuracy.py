@@ -521,7 +521,7 @@ def plot_convergence(curves, path):
         for k, (row, t, rel) in enumerate(with_curves):
             window = max(3, len(rel) // 20)
             ref = reference_energy(row)
-            against = " (against the lowest published)" if ref and ref[1] else ""
+            against = " (against lowest published)" if ref and ref[1] else ""
             cx.plot(t / 60, running_mean(rel, window), lw=1.2, color=f"C{k}",
                     label=f"{system_name(row)}; {method_of(row)}{against}")
         cx.set_yscale("log")
@@ -529,7 +529,8 @@ def plot_convergence(curves, path):
         cx.set_ylabel(f"running mean of |E − {e_ref}| / |{e_ref}|\n(training energies, 5% of the recorded steps)",
                       fontsize=8)
         cx.set_title("Training convergence", fontsize=10)
-        cx.legend(fontsize=6, loc="upper right")
+        under = matplotlib.transforms.offset_copy(cx.transAxes, fig=fig, y=-36, units="points")
+        cx.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under)  # off the curves
     hosts = sorted({host_label(r) for r in rows})
     fig.text(0.01, 0.01, "Wall times (training and final estimate) on: " + "; ".join(hosts)
              + ". Energies in units of J, spin-1/2 (S = σ/2).", fontsize=7, color="0.3")
