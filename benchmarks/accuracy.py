@@ -241,10 +241,9 @@ def row_status(row: dict) -> str:
         if energy < exact - slack:
             return BELOW_EXACT
     budget = row.get("minutes_budget")
-    spent = row["wall_time_s"] + (row.get("warm_start_wall_s") or 0.0)
     # a warm-started row whose start's time was not recorded cannot show it kept its budget
     unknown_start = row.get("init_from") is not None and row.get("warm_start_wall_s") is None
-    in_time = budget is None or (spent <= 60 * budget and not unknown_start)
+    in_time = budget is None or (minutes_of(row) <= budget and not unknown_start)
     if row.get("target") is None and row.get("target_energy_per_site") is not None:  # no exact energy
         per_site = row.get("energy_per_site")
         return "met" if per_site is not None and per_site <= row["target_energy_per_site"] and in_time else "not met"
@@ -492,7 +491,7 @@ def plot_convergence(curves, path):
     ax.set_xlim(left, right)
     ax.axvspan(left, 0, color="C3", alpha=0.07, lw=0)
     ax.axvline(0, color="k", lw=1, ls="--")
-    by_published = any(reference_energy(r) is not None and reference_energy(r)[1] for r in rows)
+    by_published = any((reference_energy(r) or (None, None))[1] for r in rows)
     markers["reference: exact ground-state energy" + (" (else the lowest published)" if by_published else "")] = \
         ax.lines[-1]
     ax.set_ylim(-0.7, len(rows) - 0.4)
