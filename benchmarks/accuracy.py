@@ -174,8 +174,8 @@ SYSTEMS = {
     # CPU rows' (16 channels, depth 6: 28k parameters; on the chip a step is mostly latency at
     # the CPU rows' size). The frustrated rows: 2048 samples per step with the translations
     # for 1800 steps (98 ms per step for j1j2_6x6_chip on the chip), then the full group with
-    # 1024 samples (0.82 s per step there) and a fresh learning rate for the rest of the budget
-    # (the triangular row by analogy: it has not run on the chip). With 8192 samples
+    # 1024 samples (0.82 s per step there; 1.10 s for the triangular row's 12 point-group images)
+    # and a fresh learning rate for the rest of the budget. With 8192 samples
     # per step j1j2_6x6_chip took 521 ms per step and its first step came after 234 s instead
     # of 82; it reached 3.0e-3 over steps 600-1000 against 3.2e-3 with 2048, and the full group
     # came after its budget (one run each: research log, 2026-12-06).
@@ -562,7 +562,9 @@ def read_windows(out: str) -> list[dict]:
     """The windows (calls of this script) that trained the row in the run folder ``out``,
     oldest first (``[]`` for a new run): each ``{"wall_s", "training_min",
     "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}`` and the host it
-    ran on (:func:`host_fields`; not in windows recorded before hosts were kept)."""
+    ran on (:func:`host_fields`; not in windows recorded before hosts were kept), and the
+    window's final estimate (``ESTIMATE_KEYS`` of its summary; not in windows recorded
+    before estimates were kept)."""
     path = os.path.join(out, WINDOWS)
     if not os.path.exists(path):
         return []
@@ -570,16 +572,21 @@ def read_windows(out: str) -> list[dict]:
         return json.load(fh)
 
 
+# what a window records of its final estimate (fresh samples of the state it reached)
+ESTIMATE_KEYS = ("energy", "energy_error", "relative_error", "v_score", "estimate_symmetry")
+
+
 def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
     """Append this call's window to ``out``'s windows (written whole, then renamed) and
     return them all. Its training minutes: the time limit when it stopped the run, else the
-    call's wall time (the steps ended first)."""
+    call's wall time (the steps ended first); its estimate: ``ESTIMATE_KEYS`` of the run's
+    summary."""
     with open(os.path.join(out, "summary.json")) as fh:
         summary = json.load(fh)
     stopped = bool(summary.get("stopped_at_time_limit"))
     window = {"wall_s": round(wall_s, 2), "training_min": time_limit_min if stopped else wall_s / 60,
               "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
-              "iterations": summary["iterations"],
+              "iterations": summary["iterations"], **{k: summary.get(k) for k in ESTIMATE_KEYS},
               "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **host_fields()}
     windows = read_windows(out) + [window]
     with atomic_write(os.path.join(out, WINDOWS)) as fh:
@@ -703,6 +710,9 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
         row["target_energy_per_site"] = spec["target_energy_per_site"]
     if spec.get("accelerator"):
         row["windows"] = len(windows)
+        # each window's final estimate, where the window recorded one (the last is the row's)
+        row["window_estimates"] = [{"iterations": w["iterations"], **{k: w.get(k) for k in ESTIMATE_KEYS}}
+                                   for w in windows if "relative_error" in w]
         row["init_from"] = summary.get("init_from")
         if spec.get("warm_start"):
             row["warm_start_wall_s"] = warm_start_s

@@ -287,6 +287,11 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     assert not any(n.endswith(".lock") for n in names)
     (saved,) = json.loads((tmp_path / "acc.json").read_text())
     assert saved["windows"] == 2 and saved["iterations"] == iterations[1]
+    # each window keeps its own final estimate; the last one is the row's
+    assert [w["iterations"] for w in saved["window_estimates"]] == iterations
+    assert saved["window_estimates"][-1]["energy"] == saved["energy"]
+    assert saved["window_estimates"][0]["energy"] != saved["energy"]
+    assert {w["estimate_symmetry"] for w in windows} == {saved["estimate_symmetry"]}
     assert saved["wall_time_s"] == pytest.approx(sum(w["wall_s"] for w in windows), abs=0.02)
     assert np.all(np.diff(saved["convergence"]["wall_time_s"]) >= 0)  # one clock over both windows
     # the limits of a row's calls: the window, then what is left, none once its steps are done
@@ -803,3 +808,46 @@ def test_seed_spread_refuses_what_it_cannot_run_before_training():
                          (["--row", "j1j2_6x6_chip"], "--row"), (["--", "--no-such-option"], "options after --")):
         done = script("seed_spread", *argv, timeout=60)
         assert done.returncode == 2 and f"error: {option}" in done.stderr and "Traceback" not in done.stderr
+
+
+def _fake_run(folder, energies, walls, symmetry, n_sites=4, exact=-8.0):
+    """A run folder with the given log (one line per step) and summary."""
+    folder.mkdir(parents=True)
+    with open(folder / "log.jsonl", "w") as fh:
+        for k, (e, t) in enumerate(zip(energies, walls)):
+            fh.write(json.dumps({"iteration": k + 1, "energy": e, "wall_time_s": t}) + "\n")
+    (folder / "summary.json").write_text(json.dumps({"symmetry": symmetry, "n_sites": n_sites, "n_params": 7,
+                                                     "exact_energy": exact}))
+
+
+def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, rng):
+    """Stages from the run's symmetry, windows where the logged clock starts again, block
+    means and their errors as numpy gives them, step times without the compiling steps;
+    a folder without a run, or a block of no steps, exits 2 with one line."""
+    curve = load("training_curve")
+    energies = list(-8.0 + rng.random(9))
+    # window 1: steps 1-5 (the full group from step 4 after a 3 s compile); window 2: steps 6-9
+    walls = [10.0, 10.1, 10.2, 13.2, 14.2, 2.0, 3.0, 4.0, 5.0]
+    _fake_run(tmp_path / "runs" / "a", energies, walls, "translations>full@3")
+    r = curve.summarize(*curve.read_run(str(tmp_path / "runs" / "a")), block=2)
+    assert r["windows"] == [dict(first_step=1, first_step_wall_s=10.0, last_step=5),
+                            dict(first_step=6, first_step_wall_s=2.0, last_step=9)]
+    trans, full = r["stages"]
+    assert (trans["group"], trans["first_step"], trans["last_step"], trans["switch_s"]) == ("translations", 1, 3, None)
+    assert trans["step_ms"] == pytest.approx(100.0)
+    assert (full["group"], full["first_step"], full["last_step"], full["steps"]) == ("full", 4, 9, 6)
+    assert full["switch_s"] == pytest.approx(3.0) and full["step_ms"] == pytest.approx(1000.0)
+    e = np.array(energies)
+    rel = (e + 8.0) / 8.0
+    assert [b["first_step"] for b in full["relative_error"]] == [4, 6, 8]
+    assert full["relative_error"][1]["mean"] == pytest.approx(rel[5:7].mean())
+    assert full["relative_error"][1]["error"] == pytest.approx(rel[5:7].std(ddof=1) / np.sqrt(2))
+    assert trans["energy_per_site"][-1] == dict(first_step=3, last_step=3, mean=pytest.approx(e[2] / 4), error=None)
+    out = tmp_path / "c.json"
+    done = script("training_curve", str(tmp_path / "runs"), "--block", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["a"]["stages"][1]["relative_error"][0]["mean"] == pytest.approx(rel[3:5].mean())
+    for bad in ([str(tmp_path)], [str(tmp_path / "runs"), "--block", "0"]):
+        done = script("training_curve", *bad)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "Traceback" not in done.stderr

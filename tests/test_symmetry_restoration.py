@@ -315,3 +315,27 @@ def test_full_stage_options_on_the_command_line(capsys):
     assert main(["train", "--symmetry", "translations>full@5", "--full-stage-lr", "-1", "--out", "unused"]) == 2
     err = capsys.readouterr().err
     assert "--full-stage-lr" in err and "Traceback" not in err
+
+
+def test_spring_run_resumed_inside_the_full_stage_stays_on_its_trajectory(tmp_path):
+    """What a frustrated chip row does between windows: SPRING momentum, the full group
+    from step 3, the run stopped at its checkpoint of step 4 (one step into the full stage,
+    with momentum accumulated in both stages) and resumed: every logged energy and variance
+    and the final estimate equal the straight run's, bit for bit."""
+    opts = SMALL + ["--full-stage-samples", "32", "--full-stage-lr", "0.1", "--sr-momentum", "0.9",
+                    "--diag-shift", "1e-3", "--iters", "7"]
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert main(opts + ["--out", a]) == 0
+    shutil.copytree(a, b)
+    for path in list_checkpoints(b):
+        if int(os.path.basename(path)[11:-4]) > 4:
+            os.remove(path)
+    os.remove(os.path.join(b, "summary.json"))
+    assert int(load_run(b).state.iteration) == 4
+    assert main(opts + ["--out", b, "--resume"]) == 0
+    straight, resumed = _log(a), _log(b)
+    assert [x["iteration"] for x in resumed] == list(range(1, 8))
+    assert [(x["energy"], x["variance"], x["step_norm"]) for x in resumed] == \
+           [(x["energy"], x["variance"], x["step_norm"]) for x in straight]
+    summary = json.load(open(os.path.join(a, "summary.json")))
+    assert json.load(open(os.path.join(b, "summary.json")))["energy"] == summary["energy"]

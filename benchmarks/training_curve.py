@@ -1,0 +1,152 @@
+"""A run's training, summarized from its run folder: per symmetry stage and per window.
+
+Reads ``log.jsonl`` and ``summary.json`` of each run folder (or of every run folder of a
+``.tgz`` archive, as ``benchmarks/accuracy.py --archive`` writes them) and reports, per
+symmetry stage (``--symmetry translations>full@1800``: two stages), its steps, the median
+time of a step (ms; the first step of each window and of each stage left out, as they
+compile), the mean training energy per block of ``--block`` steps (per site, with the
+error of the mean from the block's scatter, correlation between steps not counted) and,
+where the run knows its exact energy, the block's relative error; per window (a new
+process: the logged wall time starts again), its first step and the wall time at which it
+came (s, from the start of that window's process). The stage's first step's time over its
+predecessor (``switch_s``) is what compiling the new group's programs took inside a window.
+
+    python benchmarks/training_curve.py RUN_DIR_OR_TGZ [...] [--block 100] [--json PATH]
+
+Results: ``benchmarks/results/accuracy_chip_training.json`` for ``runs/chip/runs.tgz``.
+Training energies are from each step's own samples: a curve, not an estimate of the
+final state (``benchmarks/accuracy.py`` draws fresh samples for that).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def read_run(folder: str) -> tuple[list[dict], dict]:
+    """The log lines and the summary of the run folder ``folder``."""
+    with open(os.path.join(folder, "log.jsonl")) as fh:
+        log = [json.loads(line) for line in fh if line.strip()]
+    with open(os.path.join(folder, "summary.json")) as fh:
+        return log, json.load(fh)
+
+
+def window_starts(wall: np.ndarray) -> list[int]:
+    """Indices of the log where a window begins: the first line, and every line whose wall
+    time is below its predecessor's (a resumed process counts from its own start)."""
+    return [0] + [i for i in range(1, len(wall)) if wall[i] < wall[i - 1]]
+
+
+def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
+    """Means of ``values`` (one per step, the first being step ``first_step``) per ``block``
+    steps: ``{first_step, last_step, mean, error}`` (error: scatter / sqrt(n), None for one)."""
+    out = []
+    for a in range(0, len(values), block):
+        part = values[a:a + block]
+        error = float(part.std(ddof=1) / np.sqrt(len(part))) if len(part) > 1 else None
+        out.append(dict(first_step=first_step + a, last_step=first_step + a + len(part) - 1,
+                        mean=float(part.mean()), error=error))
+    return out
+
+
+def summarize(log: list[dict], summary: dict, block: int = 100) -> dict:
+    """The stages and windows of one run (see the module's docstring)."""
+    from quantax_lite.recipes.stages import parse_symmetry
+
+    if block < 1:
+        raise ValueError(f"block: expected a positive number of steps, got {block}.")
+    steps = np.array([int(x["iteration"]) for x in log])
+    wall = np.array([float(x["wall_time_s"]) for x in log])
+    per_site = np.array([float(x["energy"]) for x in log]) / int(summary["n_sites"])
+    exact = summary.get("exact_energy")
+    starts = window_starts(wall)
+    windows = [dict(first_step=int(steps[i]), first_step_wall_s=float(wall[i]),
+                    last_step=int(steps[(starts + [len(steps)])[k + 1] - 1]))
+               for k, i in enumerate(starts)]
+    stages = []
+    bounds = parse_symmetry(summary["symmetry"])
+    for k, (group, begin) in enumerate(bounds):
+        end = bounds[k + 1][1] if k + 1 < len(bounds) else np.inf
+        idx = np.flatnonzero((steps > begin) & (steps <= end))
+        if not len(idx):
+            continue
+        times = [wall[i] - wall[i - 1] for i in idx[1:] if i not in starts]
+        first = int(idx[0])
+        stage = dict(group=group, first_step=int(steps[first]), last_step=int(steps[idx[-1]]), steps=len(idx),
+                     step_ms=float(np.median(times)) * 1e3 if times else None,
+                     switch_s=float(wall[first] - wall[first - 1]) if first > 0 and first not in starts else None,
+                     energy_per_site=blocks(per_site[idx], int(steps[first]), block))
+        if exact is not None:
+            rel = (per_site[idx] * int(summary["n_sites"]) - exact) / abs(exact)
+            stage["relative_error"] = blocks(rel, int(steps[first]), block)
+        stages.append(stage)
+    return dict(symmetry=summary["symmetry"], n_params=summary.get("n_params"), exact_energy=exact,
+                iterations=int(steps[-1]), block=block, windows=windows, stages=stages)
+
+
+def run_folders(path: str, scratch: str) -> list[str]:
+    """The run folders of ``path``: itself when it holds a log, else its subfolders that do;
+    a ``.tgz`` archive is unpacked into ``scratch`` first."""
+    if os.path.isfile(path):
+        with tarfile.open(path) as tar:
+            tar.extractall(scratch, filter="data")
+        path = scratch
+    if os.path.isfile(os.path.join(path, "log.jsonl")):
+        return [path]
+    found = sorted(os.path.join(path, d) for d in os.listdir(path)
+                   if os.path.isfile(os.path.join(path, d, "log.jsonl"))
+                   and os.path.isfile(os.path.join(path, d, "summary.json")))
+    if not found:
+        raise ValueError(f"paths: {path} holds no run folder (log.jsonl and summary.json).")
+    return found
+
+
+def table(runs: dict) -> str:
+    """The per-stage lines of ``runs`` as text."""
+    lines = [f"{'run':34s} {'stage':12s} {'steps':>11s} {'ms/step':>8s} {'switch':>7s}  last block"]
+    for name, r in runs.items():
+        for s in r["stages"]:
+            key = "relative_error" if "relative_error" in s else "energy_per_site"
+            last = s[key][-1]
+            switch = f"{s['switch_s']:.0f} s" if s["switch_s"] is not None else "-"
+            ms = f"{s['step_ms']:.0f}" if s["step_ms"] is not None else "-"
+            lines.append(f"{name:34s} {s['group']:12s} {s['first_step']:>5d}-{s['last_step']:<5d} {ms:>8s} "
+                         f"{switch:>7s}  {key} {last['mean']:.4g} (steps {last['first_step']}-{last['last_step']})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="run folders, folders of run folders, or .tgz archives of them")
+    parser.add_argument("--block", type=int, default=100, help="steps per mean (default 100)")
+    parser.add_argument("--json", help="write the summaries here")
+    args = parser.parse_args(argv)
+    runs = {}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for k, path in enumerate(args.paths):
+                for folder in run_folders(path, os.path.join(scratch, str(k))):
+                    runs[os.path.basename(os.path.normpath(folder))] = summarize(*read_run(folder), block=args.block)
+    except (OSError, ValueError, KeyError, tarfile.TarError) as err:
+        print(f"training_curve: {err}", file=sys.stderr)
+        return 2
+    print(table(runs))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(runs, fh, indent=1)
+            fh.write("\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
