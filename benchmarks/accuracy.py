@@ -641,12 +641,18 @@ def time_limit_of(minutes: float, windows: list[dict], window: float | None = No
                   warm_start_min: float = 0.0) -> float | None:
     """The training time limit (minutes) of a row's next call: ``TRAINING_SHARE`` of its
     budget ``minutes`` less the training of its earlier ``windows`` and the minutes of its
-    warm start (:func:`warm_start_seconds`), at most ``window``; None when nothing is left to
-    train (the budget spent, or the last window ended before its time limit: its steps are
-    done)."""
+    warm start (:func:`warm_start_seconds`), at most ``window``, and after a first window at
+    most what the budget's wall time leaves once the next window's other time (start,
+    compilation, final estimate: the most an earlier window took besides training) is set
+    aside; None when nothing is left to train (the budget spent, or the last window ended
+    before its time limit: its steps are done)."""
     if windows and not windows[-1]["stopped_at_time_limit"]:
         return None
     limit = TRAINING_SHARE * minutes - warm_start_min - sum(w["training_min"] for w in windows)
+    if windows:  # every window's wall time counts against the budget, not only its training
+        spent = warm_start_min + sum(w["wall_s"] for w in windows) / 60
+        besides_training = max(w["wall_s"] / 60 - w["training_min"] for w in windows)
+        limit = min(limit, minutes - spent - besides_training)
     if window is not None:
         limit = min(limit, window)
     return limit if limit > 0 else None

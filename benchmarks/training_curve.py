@@ -8,10 +8,13 @@ compile), the mean training energy per block of ``--block`` steps (per site, wit
 error of the mean from the block's scatter, correlation between steps not counted) and,
 where the run knows its exact energy, the block's relative error; per window (a new
 process: the logged wall time starts again), its first step and the wall time at which it
-came (s, from the start of that window's process). The stage's first step's time over its
-predecessor (``switch_s``) is what compiling the new group's programs took inside a window.
+came (s, from the start of that window's training, after the run was built). The time of a
+stage's first step over its predecessor's (``switch_s``) is what changing the group took
+inside a window: building the new stage, compiling its programs, the checkpoint between.
 
     python benchmarks/training_curve.py RUN_DIR_OR_TGZ [...] [--block 100] [--json PATH]
+
+Runs are named by their folders; two of the same name (from two archives) are refused.
 
 Results: ``benchmarks/results/accuracy_chip_training.json`` for ``runs/chip/runs.tgz``.
 Training energies are from each step's own samples: a curve, not an estimate of the
@@ -30,12 +33,16 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 
 def read_run(folder: str) -> tuple[list[dict], dict]:
-    """The log lines and the summary of the run folder ``folder``."""
+    """The log lines and the summary of the run folder ``folder``; ``ValueError`` naming it
+    when its log holds no step."""
     with open(os.path.join(folder, "log.jsonl")) as fh:
         log = [json.loads(line) for line in fh if line.strip()]
+    if not log:
+        raise ValueError(f"paths: {folder} logged no step.")
     with open(os.path.join(folder, "summary.json")) as fh:
         return log, json.load(fh)
 
@@ -59,7 +66,11 @@ def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
 
 
 def summarize(log: list[dict], summary: dict, block: int = 100) -> dict:
-    """The stages and windows of one run (see the module's docstring)."""
+    """The stages and windows of one run (``log``, ``summary``: :func:`read_run`):
+    ``{symmetry, n_params, exact_energy, iterations, block, windows, stages}``, each window
+    ``{first_step, first_step_wall_s, last_step}``, each stage ``{group, first_step,
+    last_step, steps, step_ms, switch_s, energy_per_site}`` (and ``relative_error`` with an
+    exact energy), the last two lists of :func:`blocks` of ``block`` steps."""
     from quantax_lite.recipes.stages import parse_symmetry
 
     if block < 1:
@@ -97,8 +108,9 @@ def run_folders(path: str, scratch: str) -> list[str]:
     """The run folders of ``path``: itself when it holds a log, else its subfolders that do;
     a ``.tgz`` archive is unpacked into ``scratch`` first."""
     if os.path.isfile(path):
-        with tarfile.open(path) as tar:
-            tar.extractall(scratch, filter="data")
+        from accuracy import unpack_runs  # the archives that script writes
+
+        unpack_runs(path, scratch)
         path = scratch
     if os.path.isfile(os.path.join(path, "log.jsonl")):
         return [path]
@@ -130,21 +142,29 @@ def main(argv=None) -> int:
     parser.add_argument("--block", type=int, default=100, help="steps per mean (default 100)")
     parser.add_argument("--json", help="write the summaries here")
     args = parser.parse_args(argv)
-    runs = {}
+    runs, folder = {}, None
     try:
         with tempfile.TemporaryDirectory() as scratch:
             for k, path in enumerate(args.paths):
                 for folder in run_folders(path, os.path.join(scratch, str(k))):
-                    runs[os.path.basename(os.path.normpath(folder))] = summarize(*read_run(folder), block=args.block)
-    except (OSError, ValueError, KeyError, tarfile.TarError) as err:
+                    name = os.path.basename(os.path.normpath(folder))
+                    if name in runs:
+                        raise ValueError(f"paths: two runs named {name} (give one of them)")
+                    runs[name] = summarize(*read_run(folder), block=args.block)
+        print(table(runs))
+        if args.json:
+            from quantax_lite.utils.files import atomic_write
+
+            with atomic_write(args.json) as fh:
+                json.dump(runs, fh, indent=1)
+                fh.write("\n")
+            print(f"wrote {args.json}")
+    except KeyError as err:
+        print(f"training_curve: {folder}: no {err} in its log or summary", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, tarfile.TarError) as err:
         print(f"training_curve: {err}", file=sys.stderr)
         return 2
-    print(table(runs))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(runs, fh, indent=1)
-            fh.write("\n")
-        print(f"wrote {args.json}")
     return 0
 
 

@@ -259,7 +259,7 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     spent the row is read back without training. Its wall time counts every window and its
     convergence curve's clock runs on across them."""
     accuracy = load("accuracy")
-    row = dict(target=1e-2, minutes=0.01, accelerator=True,  # 0.008 min of training in all
+    row = dict(target=1e-2, minutes=2, accelerator=True,  # windows of 0.004 min of training
                args=["--lattice", "chain:8", "--channels", "2", "--depth", "1", "--samples", "16",
                      "--iters", "50", "--eval-samples", "64", "--checkpoint-every", "0"])
     monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_chip": row})
@@ -270,12 +270,15 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     for k in range(2):  # each window stops at its limit (a step compiles for longer), then the next resumes
         out = tmp_path / f"machine{k}" / "tiny_chip"
         accuracy.main(argv + ["--out", str(out.parent)])
+        if k == 0:
+            (after_first,) = json.loads((tmp_path / "acc.json").read_text())
         windows = accuracy.read_windows(out)
         assert windows[-1]["stopped_at_time_limit"] and windows[-1]["time_limit_min"] == 0.004
         iterations.append(windows[-1]["iterations"])
     assert len(windows) == 2 and 0 < iterations[0] < iterations[1] < 50
     assert accuracy.time_limit_of(0.01, windows, 0.004) is None  # 0.008 of 0.008 minutes trained
     out = tmp_path / "machine2" / "tiny_chip"
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_chip": dict(row, minutes=0.01)})  # 0.008 min of training
     accuracy.main(argv + ["--out", str(out.parent)])  # nothing left: the row is read back, no third window
     assert "budget is spent" in capsys.readouterr().out
     assert len(accuracy.read_windows(out)) == 2
@@ -290,15 +293,26 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     # each window keeps its own final estimate; the last one is the row's
     assert [w["iterations"] for w in saved["window_estimates"]] == iterations
     assert saved["window_estimates"][-1]["energy"] == saved["energy"]
-    assert saved["window_estimates"][0]["energy"] != saved["energy"]
+    assert saved["window_estimates"][0] == after_first["window_estimates"][0]
+    assert saved["window_estimates"][0]["energy"] == after_first["energy"] != saved["energy"]
     assert {w["estimate_symmetry"] for w in windows} == {saved["estimate_symmetry"]}
     assert saved["wall_time_s"] == pytest.approx(sum(w["wall_s"] for w in windows), abs=0.02)
     assert np.all(np.diff(saved["convergence"]["wall_time_s"]) >= 0)  # one clock over both windows
     # the limits of a row's calls: the window, then what is left, none once its steps are done
     assert accuracy.time_limit_of(20, [], 9) == 9
-    spent = [dict(training_min=9.0, stopped_at_time_limit=True)]
+    spent = [dict(training_min=9.0, wall_s=600.0, stopped_at_time_limit=True)]
     assert accuracy.time_limit_of(20, spent, 9) == pytest.approx(7.0)
-    assert accuracy.time_limit_of(20, spent + [dict(training_min=3.0, stopped_at_time_limit=False)], 9) is None
+    assert accuracy.time_limit_of(20, spent + [dict(training_min=3.0, wall_s=300.0, stopped_at_time_limit=False)],
+                                  9) is None
+    # the budget is wall time: a window's start, compilation and estimate count too, and the
+    # next window is left room for as much as the slowest earlier one took besides training
+    first = [dict(training_min=7.0, wall_s=528.78, stopped_at_time_limit=True)]  # 1.81 min besides training
+    assert accuracy.time_limit_of(20, first, 10) == pytest.approx(9.0)  # 16 - 7: the training share binds
+    slow = [dict(training_min=7.0, wall_s=720.0, stopped_at_time_limit=True)]  # 5 min besides training
+    assert accuracy.time_limit_of(20, slow, 10) == pytest.approx(20 - 12 - 5)
+    second = first + [dict(training_min=7.0, wall_s=660.0, stopped_at_time_limit=True)]  # 14 of 16 trained
+    assert accuracy.time_limit_of(20, second, 7) is None  # 19.8 minutes spent: no room for a third window
+    assert accuracy.time_limit_of(40, second) == pytest.approx(40 - (528.78 + 660.0) / 60 - 4.0)
     # a row without an exact energy is judged by its energy per site
     judged = dict(target=None, target_energy_per_site=-0.4965, energy=-49.70, energy_per_site=-0.4970,
                   exact_energy=None, minutes_budget=25, wall_time_s=60.0)
@@ -314,7 +328,7 @@ def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypat
     accuracy = load("accuracy")
     small = ["--channels", "2", "--depth", "1", "--samples", "16", "--iters", "50", "--eval-samples", "64",
              "--checkpoint-every", "0"]
-    source = dict(target=1e-2, minutes=0.01, accelerator=True, args=["--lattice", "chain:8", *small])
+    source = dict(target=1e-2, minutes=2, accelerator=True, args=["--lattice", "chain:8", *small])
     warm = dict(target=None, target_energy_per_site=-0.3, minutes=1.0, accelerator=True, warm_start="tiny_src",
                 args=["--lattice", "chain:12", *small])
     late = dict(warm, minutes=0.01)  # 0.008 minutes of training: less than its start took
@@ -348,7 +362,8 @@ def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypat
     assert "tiny_late" not in {r["system"] for r in json.loads((tmp_path / "acc.json").read_text())}
     # the limit: the training share of the budget less the warm start and the windows trained
     assert accuracy.time_limit_of(1.0, [], 9, warm_start_min=0.5) == pytest.approx(0.3)
-    assert accuracy.time_limit_of(1.0, [dict(training_min=0.2, stopped_at_time_limit=True)], 9, 0.7) is None
+    assert accuracy.time_limit_of(1.0, [dict(training_min=0.2, wall_s=12.0, stopped_at_time_limit=True)], 9,
+                                  0.7) is None
     # the status: met only when the row's own time and its start's fit the budget, and known
     judged = dict(target=None, target_energy_per_site=-0.4965, energy=-49.70, energy_per_site=-0.4970,
                   exact_energy=None, minutes_budget=25, wall_time_s=20 * 60.0, init_from=dict(iteration=10))
@@ -822,32 +837,40 @@ def _fake_run(folder, energies, walls, symmetry, n_sites=4, exact=-8.0):
 
 def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, rng):
     """Stages from the run's symmetry, windows where the logged clock starts again, block
-    means and their errors as numpy gives them, step times without the compiling steps;
-    a folder without a run, or a block of no steps, exits 2 with one line."""
-    curve = load("training_curve")
-    energies = list(-8.0 + rng.random(9))
-    # window 1: steps 1-5 (the full group from step 4 after a 3 s compile); window 2: steps 6-9
-    walls = [10.0, 10.1, 10.2, 13.2, 14.2, 2.0, 3.0, 4.0, 5.0]
+    means and their errors as numpy gives them, step times without the steps that start a
+    window or a stage; an archive as accuracy.py packs it reads as its folders; a folder
+    without a run, an empty log, two runs of one name or a block of no steps exit 2 with
+    one line."""
+    curve, accuracy = load("training_curve"), load("accuracy")
+    energies = list(-8.0 + rng.random(7))
+    # window 1: steps 1-5, the full group from step 4 after 3 s; window 2: steps 6-7. Full-group
+    # steps of 1 s and 2 s: their median 1.5 s, 2 s with the switch, 1 s with the window's start
+    walls = [10.0, 10.1, 10.2, 13.2, 14.2, 2.0, 4.0]
     _fake_run(tmp_path / "runs" / "a", energies, walls, "translations>full@3")
     r = curve.summarize(*curve.read_run(str(tmp_path / "runs" / "a")), block=2)
     assert r["windows"] == [dict(first_step=1, first_step_wall_s=10.0, last_step=5),
-                            dict(first_step=6, first_step_wall_s=2.0, last_step=9)]
+                            dict(first_step=6, first_step_wall_s=2.0, last_step=7)]
     trans, full = r["stages"]
     assert (trans["group"], trans["first_step"], trans["last_step"], trans["switch_s"]) == ("translations", 1, 3, None)
     assert trans["step_ms"] == pytest.approx(100.0)
-    assert (full["group"], full["first_step"], full["last_step"], full["steps"]) == ("full", 4, 9, 6)
-    assert full["switch_s"] == pytest.approx(3.0) and full["step_ms"] == pytest.approx(1000.0)
+    assert (full["group"], full["first_step"], full["last_step"], full["steps"]) == ("full", 4, 7, 4)
+    assert full["switch_s"] == pytest.approx(3.0) and full["step_ms"] == pytest.approx(1500.0)
     e = np.array(energies)
     rel = (e + 8.0) / 8.0
-    assert [b["first_step"] for b in full["relative_error"]] == [4, 6, 8]
+    assert [b["first_step"] for b in full["relative_error"]] == [4, 6]
     assert full["relative_error"][1]["mean"] == pytest.approx(rel[5:7].mean())
     assert full["relative_error"][1]["error"] == pytest.approx(rel[5:7].std(ddof=1) / np.sqrt(2))
     assert trans["energy_per_site"][-1] == dict(first_step=3, last_step=3, mean=pytest.approx(e[2] / 4), error=None)
+    packed = tmp_path / "runs.tgz"
+    accuracy.pack_runs(str(tmp_path / "runs"), str(packed))
     out = tmp_path / "c.json"
-    done = script("training_curve", str(tmp_path / "runs"), "--block", "2", "--json", str(out))
+    done = script("training_curve", str(packed), "--block", "2", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["a"]["stages"][1]["relative_error"][0]["mean"] == pytest.approx(rel[3:5].mean())
-    for bad in ([str(tmp_path)], [str(tmp_path / "runs"), "--block", "0"]):
+    _fake_run(tmp_path / "empty" / "b", [], [], "translations")
+    for bad, says in (([str(tmp_path)], "holds no run folder"), ([str(tmp_path / "empty")], "logged no step"),
+                      ([str(packed), str(tmp_path / "runs")], "two runs named a"),
+                      ([str(tmp_path / "runs"), "--block", "0"], "block")):
         done = script("training_curve", *bad)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-        assert "Traceback" not in done.stderr
+        assert says in done.stderr and "Traceback" not in done.stderr
