@@ -139,7 +139,9 @@ def test_for_backend_records():
     dict(lattice="4x4", hamiltonian="j1j2", amplitude="signed", sr_momentum=0.9),  # SPRING, signed
     dict(lattice="4x4", amplitude="complex"),
     dict(lattice="4x4", sampling="exact_sum", symmetry="full"),  # exact sums
-], ids=["default", "j1j2-spring", "complex", "exact-sum"])
+    dict(lattice="4x4", hamiltonian="j1j2", network="vit", network_options=dict(dim=8, depth=1, heads=2)),
+    dict(lattice="triangular:4x4", symmetry="full"),  # complex with the 120-degree rule, the point group
+], ids=["default", "j1j2-spring", "complex", "exact-sum", "vit", "triangular"])
 def test_step_lowered_for_tpu_is_float32_highest_and_has_no_eigh(options):
     _assert_accelerator_safe(_step_text(Recipe(**options), "tpu"), f"step {options}")
 
