@@ -163,7 +163,10 @@ def main(argv=None) -> int:
         print(f"training_curve: {folder}: no {err} in its log or summary", file=sys.stderr)
         return 2
     except (OSError, ValueError, tarfile.TarError) as err:
-        print(f"training_curve: {err}", file=sys.stderr)
+        what = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) and err.strerror else err
+        if args.json and isinstance(err, OSError) and str(err.filename or "").startswith(args.json):
+            what = f"--json: cannot write {args.json} ({err.strerror})"
+        print(f"training_curve: {what}", file=sys.stderr)
         return 2
     return 0
 

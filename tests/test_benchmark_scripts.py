@@ -839,8 +839,8 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
     """Stages from the run's symmetry, windows where the logged clock starts again, block
     means and their errors as numpy gives them, step times without the steps that start a
     window or a stage; an archive as accuracy.py packs it reads as its folders; a folder
-    without a run, an empty log, two runs of one name or a block of no steps exit 2 with
-    one line."""
+    without a run, an empty log, two runs of one name, a block of no steps or a JSON path
+    that cannot be written exit 2 with one line."""
     curve, accuracy = load("training_curve"), load("accuracy")
     energies = list(-8.0 + rng.random(7))
     # window 1: steps 1-5, the full group from step 4 after 3 s; window 2: steps 6-7. Full-group
@@ -870,7 +870,8 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
     _fake_run(tmp_path / "empty" / "b", [], [], "translations")
     for bad, says in (([str(tmp_path)], "holds no run folder"), ([str(tmp_path / "empty")], "logged no step"),
                       ([str(packed), str(tmp_path / "runs")], "two runs named a"),
-                      ([str(tmp_path / "runs"), "--block", "0"], "block")):
+                      ([str(tmp_path / "runs"), "--block", "0"], "block"),
+                      ([str(packed), "--json", str(tmp_path / "no" / "c.json")], "--json: cannot write")):
         done = script("training_curve", *bad)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
