@@ -6,11 +6,13 @@ symmetry stage (``--symmetry translations>full@1800``: two stages), its steps, t
 time of a step (ms; the first step of each window and of each stage left out, as they
 compile), the mean training energy per block of ``--block`` steps (per site, with the
 error of the mean from the block's scatter, correlation between steps not counted) and,
-where the run knows its exact energy, the block's relative error; per window (a new
-process: the logged wall time starts again), its first step and the wall time at which it
-came (s, from the start of that window's training, after the run was built). The time of a
-stage's first step over its predecessor's (``switch_s``) is what changing the group took
-inside a window: building the new stage, compiling its programs, the checkpoint between.
+where the run knows its exact energy, the block's relative error; per window (a call of
+``benchmarks/accuracy.py``, as its ``accuracy_windows.json`` in the folder lists them; in a
+folder without that file, a new process where the logged wall time starts again), its first
+step and the wall time at which it came (s, from the start of that window's training,
+after the run was built). The time of a stage's first step over its predecessor's
+(``switch_s``) is what changing the group took inside a window: building the new stage,
+compiling its programs, the checkpoint between.
 
     python benchmarks/training_curve.py RUN_DIR_OR_TGZ [...] [--block 100] [--json PATH]
 
@@ -36,20 +38,29 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 
-def read_run(folder: str) -> tuple[list[dict], dict]:
-    """The log lines and the summary of the run folder ``folder``; ``ValueError`` naming it
-    when its log holds no step."""
+def read_run(folder: str) -> tuple[list[dict], dict, list[int] | None]:
+    """The log lines, the summary and the last step of each window (None without
+    ``accuracy_windows.json``) of the run folder ``folder``; ``ValueError`` naming it when
+    its log holds no step."""
     with open(os.path.join(folder, "log.jsonl")) as fh:
         log = [json.loads(line) for line in fh if line.strip()]
     if not log:
         raise ValueError(f"paths: {folder} logged no step.")
     with open(os.path.join(folder, "summary.json")) as fh:
-        return log, json.load(fh)
+        summary = json.load(fh)
+    windows = os.path.join(folder, "accuracy_windows.json")
+    if not os.path.isfile(windows):
+        return log, summary, None
+    with open(windows) as fh:
+        return log, summary, [int(w["iterations"]) for w in json.load(fh)]
 
 
-def window_starts(wall: np.ndarray) -> list[int]:
-    """Indices of the log where a window begins: the first line, and every line whose wall
-    time is below its predecessor's (a resumed process counts from its own start)."""
+def window_starts(steps: np.ndarray, wall: np.ndarray, ends: list[int] | None = None) -> list[int]:
+    """Indices of the log where a window begins: the first line and the line after each
+    window's last step ``ends``; without them, every line whose wall time is below its
+    predecessor's (a resumed process counts from its own start)."""
+    if ends is not None:
+        return [0] + [int(i) + 1 for i in np.flatnonzero(np.isin(steps[:-1], ends))]
     return [0] + [i for i in range(1, len(wall)) if wall[i] < wall[i - 1]]
 
 
@@ -65,8 +76,8 @@ def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
     return out
 
 
-def summarize(log: list[dict], summary: dict, block: int = 100) -> dict:
-    """The stages and windows of one run (``log``, ``summary``: :func:`read_run`):
+def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, block: int = 100) -> dict:
+    """The stages and windows of one run (``log``, ``summary``, ``ends``: :func:`read_run`):
     ``{symmetry, n_params, exact_energy, iterations, block, windows, stages}``, each window
     ``{first_step, first_step_wall_s, last_step}``, each stage ``{group, first_step,
     last_step, steps, step_ms, switch_s, energy_per_site}`` (and ``relative_error`` with an
@@ -79,7 +90,7 @@ def summarize(log: list[dict], summary: dict, block: int = 100) -> dict:
     wall = np.array([float(x["wall_time_s"]) for x in log])
     per_site = np.array([float(x["energy"]) for x in log]) / int(summary["n_sites"])
     exact = summary.get("exact_energy")
-    starts = window_starts(wall)
+    starts = window_starts(steps, wall, ends)
     windows = [dict(first_step=int(steps[i]), first_step_wall_s=float(wall[i]),
                     last_step=int(steps[(starts + [len(steps)])[k + 1] - 1]))
                for k, i in enumerate(starts)]

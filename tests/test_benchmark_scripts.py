@@ -861,6 +861,15 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
     assert full["relative_error"][1]["mean"] == pytest.approx(rel[5:7].mean())
     assert full["relative_error"][1]["error"] == pytest.approx(rel[5:7].std(ddof=1) / np.sqrt(2))
     assert trans["energy_per_site"][-1] == dict(first_step=3, last_step=3, mean=pytest.approx(e[2] / 4), error=None)
+    # windows as accuracy.py lists them: found where the clock does not go back as well
+    (tmp_path / "runs" / "a" / "accuracy_windows.json").write_text(json.dumps([dict(iterations=5), dict(iterations=7)]))
+    assert curve.summarize(*curve.read_run(str(tmp_path / "runs" / "a")), block=2)["windows"] == r["windows"]
+    steady = [10.0, 10.1, 10.2, 13.2, 14.2, 20.0, 22.0]  # window 2's first step later than window 1's last
+    log, summary, ends = curve.read_run(str(tmp_path / "runs" / "a"))
+    log = [dict(x, wall_time_s=t) for x, t in zip(log, steady)]
+    assert [w["first_step"] for w in curve.summarize(log, summary, ends, block=2)["windows"]] == [1, 6]
+    assert curve.summarize(log, summary, ends, block=2)["stages"][1]["step_ms"] == pytest.approx(1500.0)
+    assert [w["first_step"] for w in curve.summarize(log, summary, None, block=2)["windows"]] == [1]
     packed = tmp_path / "runs.tgz"
     accuracy.pack_runs(str(tmp_path / "runs"), str(packed))
     out = tmp_path / "c.json"
