@@ -7,8 +7,9 @@ time of a step (ms; the first step of each window and of each stage left out, as
 compile), the mean training energy per block of ``--block`` steps (per site, with the
 error of the mean from the block's scatter, correlation between steps not counted) and,
 where the run knows its exact energy, the block's relative error; per window (a call of
-``benchmarks/accuracy.py``, as its ``accuracy_windows.json`` in the folder lists them; in a
-folder without that file, a new process where the logged wall time starts again), its first
+``benchmarks/accuracy.py``, as its ``accuracy_windows.json`` in the folder lists them, and
+any new process where the logged wall time starts again, a window killed before it was
+listed among them), its first
 step and the wall time at which it came (s, from the start of that window's training,
 after the run was built). The time of a stage's first step over its predecessor's
 (``switch_s``) is what changing the group took inside a window: building the new stage,
@@ -52,16 +53,18 @@ def read_run(folder: str) -> tuple[list[dict], dict, list[int] | None]:
     if not os.path.isfile(windows):
         return log, summary, None
     with open(windows) as fh:
-        return log, summary, [int(w["iterations"]) for w in json.load(fh)]
+        listed = json.load(fh)
+    if not all(isinstance(w, dict) and "iterations" in w for w in listed):
+        raise ValueError(f"paths: {windows} lists a window without its iterations.")
+    return log, summary, [int(w["iterations"]) for w in listed]
 
 
 def window_starts(steps: np.ndarray, wall: np.ndarray, ends: list[int] | None = None) -> list[int]:
-    """Indices of the log where a window begins: the first line and the line after each
-    window's last step ``ends``; without them, every line whose wall time is below its
-    predecessor's (a resumed process counts from its own start)."""
-    if ends is not None:
-        return [0] + [int(i) + 1 for i in np.flatnonzero(np.isin(steps[:-1], ends))]
-    return [0] + [i for i in range(1, len(wall)) if wall[i] < wall[i - 1]]
+    """Indices of the log where a window begins: the first line, the line after each
+    window's last step ``ends`` (None: none listed), and every line whose wall time is below
+    its predecessor's (a resumed process counts from its own start)."""
+    listed = {int(i) + 1 for i in np.flatnonzero(np.isin(steps[:-1], ends))} if ends else set()
+    return sorted({0} | listed | {i for i in range(1, len(wall)) if wall[i] < wall[i - 1]})
 
 
 def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
@@ -162,23 +165,25 @@ def main(argv=None) -> int:
                     if name in runs:
                         raise ValueError(f"paths: two runs named {name} (give one of them)")
                     runs[name] = summarize(*read_run(folder), block=args.block)
-        print(table(runs))
-        if args.json:
-            from quantax_lite.utils.files import atomic_write
-
-            with atomic_write(args.json) as fh:
-                json.dump(runs, fh, indent=1)
-                fh.write("\n")
-            print(f"wrote {args.json}")
     except KeyError as err:
         print(f"training_curve: {folder}: no {err} in its log or summary", file=sys.stderr)
         return 2
     except (OSError, ValueError, tarfile.TarError) as err:
         what = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) and err.strerror else err
-        if args.json and isinstance(err, OSError) and str(err.filename or "").startswith(args.json):
-            what = f"--json: cannot write {args.json} ({err.strerror})"
         print(f"training_curve: {what}", file=sys.stderr)
         return 2
+    print(table(runs))
+    if args.json:
+        from quantax_lite.utils.files import atomic_write
+
+        try:
+            with atomic_write(args.json) as fh:
+                json.dump(runs, fh, indent=1)
+                fh.write("\n")
+        except OSError as err:
+            print(f"training_curve: --json: cannot write {args.json} ({err.strerror or err})", file=sys.stderr)
+            return 2
+        print(f"wrote {args.json}")
     return 0
 
 

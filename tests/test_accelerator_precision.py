@@ -140,7 +140,7 @@ def test_for_backend_records():
     dict(lattice="4x4", amplitude="complex"),
     dict(lattice="4x4", sampling="exact_sum", symmetry="full"),  # exact sums
     dict(lattice="4x4", hamiltonian="j1j2", network="vit", network_options=dict(dim=8, depth=1, heads=2)),
-    dict(lattice="triangular:4x4", symmetry="full"),  # complex with the 120-degree rule, the point group
+    dict(lattice="triangular:6x3", symmetry="full"),  # complex with the 120-degree rule, the point group
 ], ids=["default", "j1j2-spring", "complex", "exact-sum", "vit", "triangular"])
 def test_step_lowered_for_tpu_is_float32_highest_and_has_no_eigh(options):
     _assert_accelerator_safe(_step_text(Recipe(**options), "tpu"), f"step {options}")

@@ -310,6 +310,11 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     assert accuracy.time_limit_of(20, first, 10) == pytest.approx(9.0)  # 16 - 7: the training share binds
     slow = [dict(training_min=7.0, wall_s=720.0, stopped_at_time_limit=True)]  # 5 min besides training
     assert accuracy.time_limit_of(20, slow, 10) == pytest.approx(20 - 12 - 5)
+    # room for the most any earlier window took besides training, not only the last one's
+    slow_first = slow + [dict(training_min=1.0, wall_s=90.0, stopped_at_time_limit=True)]  # 5, then 0.5 besides
+    assert accuracy.time_limit_of(30, slow_first) == pytest.approx(30 - 13.5 - 5)  # not 30 - 13.5 - 0.5
+    # a warm start's minutes count in the wall time too (the training share would leave 12)
+    assert accuracy.time_limit_of(30, slow, warm_start_min=5.0) == pytest.approx(30 - 5 - 12 - 5)
     second = first + [dict(training_min=7.0, wall_s=660.0, stopped_at_time_limit=True)]  # 14 of 16 trained
     assert accuracy.time_limit_of(20, second, 7) is None  # 19.8 minutes spent: no room for a third window
     assert accuracy.time_limit_of(40, second) == pytest.approx(40 - (528.78 + 660.0) / 60 - 4.0)
@@ -870,6 +875,9 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
     assert [w["first_step"] for w in curve.summarize(log, summary, ends, block=2)["windows"]] == [1, 6]
     assert curve.summarize(log, summary, ends, block=2)["stages"][1]["step_ms"] == pytest.approx(1500.0)
     assert [w["first_step"] for w in curve.summarize(log, summary, None, block=2)["windows"]] == [1]
+    # a window the file does not list (killed before it was recorded) is still found by its clock
+    assert [w["first_step"] for w in curve.summarize(*curve.read_run(str(tmp_path / "runs" / "a"))[:2], [7],
+                                                     block=2)["windows"]] == [1, 6]
     packed = tmp_path / "runs.tgz"
     accuracy.pack_runs(str(tmp_path / "runs"), str(packed))
     out = tmp_path / "c.json"
