@@ -41,21 +41,21 @@ sys.path.insert(0, HERE)
 
 def read_run(folder: str) -> tuple[list[dict], dict, list[int] | None]:
     """The log lines, the summary and the last step of each window (None without
-    ``accuracy_windows.json``) of the run folder ``folder``; ``ValueError`` naming it when
-    its log holds no step."""
-    with open(os.path.join(folder, "log.jsonl")) as fh:
-        log = [json.loads(line) for line in fh if line.strip()]
+    ``benchmarks/accuracy.py``'s list of windows) of the run folder ``folder``;
+    ``ValueError`` naming it when its log holds no step."""
+    from accuracy import WINDOWS, read_windows
+    from quantax_lite.run_folder import read_log  # drops a torn last line
+
+    log = read_log(os.path.join(folder, "log.jsonl"))
     if not log:
         raise ValueError(f"paths: {folder} logged no step.")
     with open(os.path.join(folder, "summary.json")) as fh:
         summary = json.load(fh)
-    windows = os.path.join(folder, "accuracy_windows.json")
-    if not os.path.isfile(windows):
+    if not os.path.isfile(os.path.join(folder, WINDOWS)):
         return log, summary, None
-    with open(windows) as fh:
-        listed = json.load(fh)
+    listed = read_windows(folder)
     if not all(isinstance(w, dict) and "iterations" in w for w in listed):
-        raise ValueError(f"paths: {windows} lists a window without its iterations.")
+        raise ValueError(f"paths: {os.path.join(folder, WINDOWS)} lists a window without its iterations.")
     return log, summary, [int(w["iterations"]) for w in listed]
 
 
