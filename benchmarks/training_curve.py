@@ -13,13 +13,16 @@ listed among them), its first
 step and the wall time at which it came (s, from the start of that window's training,
 after the run was built). The time of a stage's first step over its predecessor's
 (``switch_s``) is what changing the group took inside a window: building the new stage,
-compiling its programs, the checkpoint between.
+compiling its programs, the checkpoint between. Beside them: the run's network, its samples
+per step and its last estimate from fresh samples (``summary.json``).
 
     python benchmarks/training_curve.py RUN_DIR_OR_TGZ [...] [--block 100] [--json PATH]
 
 Runs are named by their folders; two of the same name (from two archives) are refused.
 
-Results: ``benchmarks/results/accuracy_chip_training.json`` for ``runs/chip/runs.tgz``.
+Results: ``benchmarks/results/accuracy_chip_training.json`` for ``runs/chip/runs.tgz``;
+``benchmarks/results/chip_network_probes.json`` (``--block 20``) for the probes of other
+networks beside the J1-J2 row (docs/benchmarks.md).
 Training energies are from each step's own samples: a curve, not an estimate of the
 final state (``benchmarks/accuracy.py`` draws fresh samples for that).
 """
@@ -81,10 +84,12 @@ def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
 
 def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, block: int = 100) -> dict:
     """The stages and windows of one run (``log``, ``summary``, ``ends``: :func:`read_run`):
-    ``{symmetry, n_params, exact_energy, iterations, block, windows, stages}``, each window
+    ``{symmetry, network, network_options, n_params, samples, exact_energy, iterations, block,
+    windows, stages, final}``, each window
     ``{first_step, first_step_wall_s, last_step}``, each stage ``{group, first_step,
     last_step, steps, step_ms, switch_s, energy_per_site}`` (and ``relative_error`` with an
-    exact energy), the last two lists of :func:`blocks` of ``block`` steps."""
+    exact energy), the last two lists of :func:`blocks` of ``block`` steps; ``final``:
+    :func:`final_estimate`."""
     from quantax_lite.recipes.stages import parse_symmetry
 
     if block < 1:
@@ -114,8 +119,24 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
             rel = (per_site[idx] * int(summary["n_sites"]) - exact) / abs(exact)
             stage["relative_error"] = blocks(rel, int(steps[first]), block)
         stages.append(stage)
-    return dict(symmetry=summary["symmetry"], n_params=summary.get("n_params"), exact_energy=exact,
-                iterations=int(steps[-1]), block=block, windows=windows, stages=stages)
+    return dict(symmetry=summary["symmetry"], network=summary.get("network"),
+                network_options=summary.get("network_options"), n_params=summary.get("n_params"),
+                samples=summary.get("n_samples"), exact_energy=exact, iterations=int(steps[-1]), block=block,
+                windows=windows, stages=stages, final=final_estimate(summary))
+
+
+FINAL_KEYS = ("energy", "energy_error", "relative_error", "v_score", "n_eval_samples", "wall_time_s")
+
+
+def final_estimate(summary: dict) -> dict | None:
+    """The run's last estimate from fresh samples, as its summary holds it (None before one):
+    :data:`FINAL_KEYS` and ``relative_error_error`` (the energy's error over |exact|)."""
+    if summary.get("energy") is None:
+        return None
+    final = {k: summary.get(k) for k in FINAL_KEYS}
+    exact, error = summary.get("exact_energy"), summary.get("energy_error")
+    final["relative_error_error"] = error / abs(exact) if exact and error is not None else None
+    return final
 
 
 def run_folders(path: str, scratch: str) -> list[str]:
@@ -147,6 +168,11 @@ def table(runs: dict) -> str:
             ms = f"{s['step_ms']:.0f}" if s["step_ms"] is not None else "-"
             lines.append(f"{name:34s} {s['group']:12s} {s['first_step']:>5d}-{s['last_step']:<5d} {ms:>8s} "
                          f"{switch:>7s}  {key} {last['mean']:.4g} (steps {last['first_step']}-{last['last_step']})")
+        final = r.get("final")
+        if final and final["relative_error"] is not None:
+            lines.append(f"{name:34s} {'final':12s} {'':11s} {'':8s} {'':7s}  relative_error "
+                         f"{final['relative_error']:.3g} ± {final['relative_error_error']:.2g} "
+                         f"({final['n_eval_samples']} fresh samples)")
     return "\n".join(lines)
 
 

@@ -892,3 +892,25 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
         done = script("training_curve", *bad)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng):
+    """The run's network, samples per step and last estimate from fresh samples come from its
+    summary (the relative error's error is the energy's over |exact|); a run stopped before
+    its estimate has none."""
+    curve = load("training_curve")
+    _fake_run(tmp_path / "v", list(-8.0 + rng.random(3)), [1.0, 2.0, 3.0], "translations")
+    summary_path = tmp_path / "v" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    energy, error = -7.9 + 0.05 * rng.random(), 0.01 + 0.01 * rng.random()
+    summary.update(network="vit", network_options={"dim": 32}, n_samples=2048, energy=energy, energy_error=error,
+                   relative_error=(energy + 8.0) / 8.0, v_score=0.02, n_eval_samples=16384, wall_time_s=490.0)
+    summary_path.write_text(json.dumps(summary))
+    r = curve.summarize(*curve.read_run(str(tmp_path / "v")))
+    assert (r["network"], r["network_options"], r["samples"]) == ("vit", {"dim": 32}, 2048)
+    assert r["final"] == dict(energy=energy, energy_error=error, relative_error=(energy + 8.0) / 8.0, v_score=0.02,
+                              n_eval_samples=16384, wall_time_s=490.0, relative_error_error=pytest.approx(error / 8.0))
+    done = script("training_curve", str(tmp_path / "v"))
+    assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} ± {error / 8.0:.2g}" in done.stdout, done.stdout
+    _fake_run(tmp_path / "w", [-7.5], [1.0], "translations")
+    assert curve.summarize(*curve.read_run(str(tmp_path / "w")))["final"] is None
