@@ -84,8 +84,8 @@ def blocks(values: np.ndarray, first_step: int, block: int) -> list[dict]:
 
 def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, block: int = 100) -> dict:
     """The stages and windows of one run (``log``, ``summary``, ``ends``: :func:`read_run`):
-    ``{symmetry, network, network_options, n_params, samples, exact_energy, iterations, block,
-    windows, stages, final}``, each window
+    ``{symmetry, network, network_options, n_params, samples, full_stage_samples,
+    exact_energy, iterations, block, windows, stages, final}``, each window
     ``{first_step, first_step_wall_s, last_step}``, each stage ``{group, first_step,
     last_step, steps, step_ms, switch_s, energy_per_site}`` (and ``relative_error`` with an
     exact energy), the last two lists of :func:`blocks` of ``block`` steps; ``final``:
@@ -121,8 +121,9 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
         stages.append(stage)
     return dict(symmetry=summary["symmetry"], network=summary.get("network"),
                 network_options=summary.get("network_options"), n_params=summary.get("n_params"),
-                samples=summary.get("n_samples"), exact_energy=exact, iterations=int(steps[-1]), block=block,
-                windows=windows, stages=stages, final=final_estimate(summary))
+                samples=summary.get("n_samples"), full_stage_samples=summary.get("full_stage_samples"),
+                exact_energy=exact, iterations=int(steps[-1]), block=block, windows=windows, stages=stages,
+                final=final_estimate(summary))
 
 
 FINAL_KEYS = ("energy", "energy_error", "relative_error", "v_score", "n_eval_samples", "wall_time_s")
@@ -130,7 +131,8 @@ FINAL_KEYS = ("energy", "energy_error", "relative_error", "v_score", "n_eval_sam
 
 def final_estimate(summary: dict) -> dict | None:
     """The run's last estimate from fresh samples, as its summary holds it (None before one):
-    :data:`FINAL_KEYS` and ``relative_error_error`` (the energy's error over |exact|)."""
+    :data:`FINAL_KEYS` (``wall_time_s``: the last window's, s) and ``relative_error_error``
+    (the energy's error over |exact|; None without an exact energy)."""
     if summary.get("energy") is None:
         return None
     final = {k: summary.get(k) for k in FINAL_KEYS}
@@ -170,9 +172,9 @@ def table(runs: dict) -> str:
                          f"{switch:>7s}  {key} {last['mean']:.4g} (steps {last['first_step']}-{last['last_step']})")
         final = r.get("final")
         if final and final["relative_error"] is not None:
+            bar = f" ± {final['relative_error_error']:.2g}" if final["relative_error_error"] is not None else ""
             lines.append(f"{name:34s} {'final':12s} {'':11s} {'':8s} {'':7s}  relative_error "
-                         f"{final['relative_error']:.3g} ± {final['relative_error_error']:.2g} "
-                         f"({final['n_eval_samples']} fresh samples)")
+                         f"{final['relative_error']:.3g}{bar} ({final['n_eval_samples']} fresh samples)")
     return "\n".join(lines)
 
 

@@ -914,3 +914,8 @@ def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng
     assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} ± {error / 8.0:.2g}" in done.stdout, done.stdout
     _fake_run(tmp_path / "w", [-7.5], [1.0], "translations")
     assert curve.summarize(*curve.read_run(str(tmp_path / "w")))["final"] is None
+    unknown = dict(summary, exact_energy=None)  # a lattice without an exact energy (10x10): no relative error bar
+    assert curve.final_estimate(unknown)["relative_error_error"] is None
+    summary_path.write_text(json.dumps(dict(summary, energy_error=None)))
+    done = script("training_curve", str(tmp_path / "v"))
+    assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} (16384 fresh samples)" in done.stdout, done.stdout
