@@ -126,18 +126,18 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
                 final=final_estimate(summary))
 
 
-FINAL_KEYS = ("energy", "energy_error", "relative_error", "v_score", "n_eval_samples", "wall_time_s")
-
-
 def final_estimate(summary: dict) -> dict | None:
     """The run's last estimate from fresh samples, as its summary holds it (None before one):
-    :data:`FINAL_KEYS` (``wall_time_s``: the last window's, s) and ``relative_error_error``
-    (the energy's error over |exact|; None without an exact energy)."""
+    what ``benchmarks/accuracy.py`` keeps of a window's estimate (``ESTIMATE_KEYS``), its
+    ``n_eval_samples``, ``wall_time_s`` (the last window's, s) and ``relative_error_bar``
+    (the energy's error over |exact|, as in that script's rows; None without an exact energy)."""
+    from accuracy import ESTIMATE_KEYS
+
     if summary.get("energy") is None:
         return None
-    final = {k: summary.get(k) for k in FINAL_KEYS}
+    final = {k: summary.get(k) for k in ESTIMATE_KEYS + ("n_eval_samples", "wall_time_s")}
     exact, error = summary.get("exact_energy"), summary.get("energy_error")
-    final["relative_error_error"] = error / abs(exact) if exact and error is not None else None
+    final["relative_error_bar"] = error / abs(exact) if exact and error is not None else None
     return final
 
 
@@ -172,7 +172,7 @@ def table(runs: dict) -> str:
                          f"{switch:>7s}  {key} {last['mean']:.4g} (steps {last['first_step']}-{last['last_step']})")
         final = r.get("final")
         if final and final["relative_error"] is not None:
-            bar = f" ± {final['relative_error_error']:.2g}" if final["relative_error_error"] is not None else ""
+            bar = f" ± {final['relative_error_bar']:.2g}" if final["relative_error_bar"] is not None else ""
             lines.append(f"{name:34s} {'final':12s} {'':11s} {'':8s} {'':7s}  relative_error "
                          f"{final['relative_error']:.3g}{bar} ({final['n_eval_samples']} fresh samples)")
     return "\n".join(lines)

@@ -904,18 +904,20 @@ def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng
     summary = json.loads(summary_path.read_text())
     energy, error = -7.9 + 0.05 * rng.random(), 0.01 + 0.01 * rng.random()
     summary.update(network="vit", network_options={"dim": 32}, n_samples=2048, energy=energy, energy_error=error,
-                   relative_error=(energy + 8.0) / 8.0, v_score=0.02, n_eval_samples=16384, wall_time_s=490.0)
+                   relative_error=(energy + 8.0) / 8.0, v_score=0.02, estimate_symmetry="translations",
+                   n_eval_samples=16384, wall_time_s=490.0)
     summary_path.write_text(json.dumps(summary))
     r = curve.summarize(*curve.read_run(str(tmp_path / "v")))
     assert (r["network"], r["network_options"], r["samples"]) == ("vit", {"dim": 32}, 2048)
     assert r["final"] == dict(energy=energy, energy_error=error, relative_error=(energy + 8.0) / 8.0, v_score=0.02,
-                              n_eval_samples=16384, wall_time_s=490.0, relative_error_error=pytest.approx(error / 8.0))
+                              estimate_symmetry="translations", n_eval_samples=16384, wall_time_s=490.0,
+                              relative_error_bar=pytest.approx(error / 8.0))
     done = script("training_curve", str(tmp_path / "v"))
     assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} ± {error / 8.0:.2g}" in done.stdout, done.stdout
     _fake_run(tmp_path / "w", [-7.5], [1.0], "translations")
     assert curve.summarize(*curve.read_run(str(tmp_path / "w")))["final"] is None
     unknown = dict(summary, exact_energy=None)  # a lattice without an exact energy (10x10): no relative error bar
-    assert curve.final_estimate(unknown)["relative_error_error"] is None
+    assert curve.final_estimate(unknown)["relative_error_bar"] is None
     summary_path.write_text(json.dumps(dict(summary, energy_error=None)))
     done = script("training_curve", str(tmp_path / "v"))
     assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} (16384 fresh samples)" in done.stdout, done.stdout
