@@ -192,6 +192,18 @@ SYSTEMS = {
               "--lr-half-life", "1000", "--full-stage-samples", "1024", "--full-stage-lr", "0.01",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
+    # issue 52: the published residual network's depth (8 blocks, 16 convolutions of 16 channels,
+    # 37k parameters; Chen and Heyl, Nat. Phys. 20, 1476 (2024)), exchange moves on the J2 bonds
+    # too, 4096 samples per step with the translations and the full group only at the end, a
+    # budget of 60 chip-minutes trained in windows
+    "j1j2_6x6_deep_chip": dict(
+        target=5e-4, minutes=60, accelerator=True,
+        published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],
+        args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "8",
+              "--samples", "4096", "--symmetry", "translations>full@6000", "--iters", "8000",
+              "--lr-half-life", "2000", "--full-stage-samples", "2048", "--full-stage-lr", "0.005",
+              "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
+    ),
     "heisenberg_triangular6x6_chip": dict(
         target=3e-4, minutes=20, accelerator=True,
         published=[("exact (ED), 36-site triangular", -0.5603734), ("GCNN (Roth, Szabo and MacDonald, PRB 108, "

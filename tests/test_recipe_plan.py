@@ -2,12 +2,16 @@
 beside the recipe; the flat form's chunk_size and memory_budget read as them), and its plan
 (recipes.Plan: every decision made once, which build, resolved() and auto_decisions() read)."""
 import dataclasses
+import types
 
+import numpy as np
 import pytest
 
 from quantax_lite.errors import FieldError
 from quantax_lite.hamiltonians import hamiltonian_entry
+from quantax_lite.lattice import Square
 from quantax_lite.recipes import Plan, Recipe, Resources, build, energies, make_plan, resolve
+from quantax_lite.recipes.build import exchange_bonds
 
 
 def test_resources_are_checked_and_named():
@@ -144,3 +148,17 @@ def test_recipe_system_is_the_plans_stage():
         assert recipe.symmetry_at(i) == expected
     assert recipe.system(0)[2].n_elements < recipe.system(3)[2].n_elements
     assert recipe.system(0)[1].J2 == 0.3
+
+
+def test_exchange_moves_follow_every_bond_of_the_hamiltonian():
+    """J1-J2: the sampler swaps spins on next-nearest bonds too (the Hamiltonian's bonds);
+    Heisenberg keeps the nearest-neighbour moves; a Hamiltonian without a bond list gets them."""
+    lattice = Square(4)
+    j1j2 = build(Recipe(lattice="4x4", hamiltonian="j1j2", J2=0.5)).sampler.rule
+    moves = {tuple(sorted(b)) for b in j1j2.bonds}
+    assert moves == {tuple(sorted(b)) for b in np.concatenate([lattice.bonds(1), lattice.bonds(2)])}
+    assert len(j1j2.bonds) == 64 and j1j2.anti_aligned
+    heis = build(Recipe(lattice="4x4", hamiltonian="heisenberg")).sampler.rule
+    assert heis.bonds == tuple((int(i), int(j)) for i, j in lattice.bonds(1))
+    no_list = types.SimpleNamespace()
+    np.testing.assert_array_equal(exchange_bonds(no_list, lattice), lattice.bonds(1))

@@ -81,6 +81,20 @@ def chi2_pvalue(samples, params, n_sites, total_sz):
 SYSTEMS = {"square2x2": Square(2), "chain6": Chain(6)}
 
 
+def test_exchange_on_nearest_and_next_nearest_bonds_matches_psi_squared():
+    """The J1-J2 runs' moves: anti-aligned exchange on the bonds of both shells (a 2x3
+    torus: 20 configurations of Sz = 0), against |psi|^2 by chi-square."""
+    lattice = Square(2, 3)
+    n = lattice.n_sites
+    rule = Exchange(np.concatenate([lattice.bonds(1), lattice.bonds(2)]), anti_aligned=True)
+    params = random_params(5, n)
+    sampler = MetropolisSampler(log_psi, rule, N_CHAINS, n, sweep_size=2 * n, n_thermalize=10)
+    samples, _, state = sampler.sample(sampler.init(jax.random.key(3), params), params, N_CHAINS * 120)
+    assert np.all(np.asarray(samples).sum(axis=1) == 0)
+    assert 0.05 < acceptance_rate(state) < 1.0
+    assert chi2_pvalue(samples, params, n, 0) > P_MIN
+
+
 def make_rule(name, lattice):
     if name == "flip":
         return LocalFlip()

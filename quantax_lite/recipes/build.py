@@ -103,6 +103,18 @@ def _check_stages(plan: Plan) -> None:
                              f"(or another amplitude kind) than that of {first[0]!r}, so they cannot carry over.")
 
 
+def exchange_bonds(hamiltonian, lattice) -> np.ndarray:
+    """The bonds the sampler's exchange moves act on, ``(n_bonds, 2)`` int: every bond the
+    Hamiltonian couples (``hamiltonian.bonds``: nearest and, for J1-J2, next-nearest
+    neighbours), so a move follows each exchange term of H; ``lattice.bonds(1)`` for a
+    Hamiltonian without a bond list. Which moves are proposed changes how fast the chains
+    mix, never the distribution they sample."""
+    bonds = getattr(hamiltonian, "bonds", None)
+    if bonds is None or np.ndim(bonds) != 2 or np.shape(bonds)[0] == 0 or np.shape(bonds)[1] != 2:
+        return np.asarray(lattice.bonds(1))
+    return np.asarray(bonds)
+
+
 def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = None) -> Run:
     """The model, sampler, driver and first state of ``recipe`` (a :class:`Recipe` or its
     :class:`~quantax_lite.recipes.plan.Plan`) on every device, for the stage of its
@@ -149,7 +161,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
     k_params, k_chains = jax.random.split(seed_key(recipe.seed))
     params = model.init(k_params, jnp.ones((1, lattice.n_sites), jnp.int8))
     if ham.conserves_sz:
-        rule = Exchange(lattice.bonds(1), anti_aligned=True)
+        rule = Exchange(exchange_bonds(ham, lattice), anti_aligned=True)
         sweep = recipe.sweep_size or max(1, lattice.n_sites // 2)
     else:
         rule, sweep = LocalFlip(), recipe.sweep_size or lattice.n_sites
