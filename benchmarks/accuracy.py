@@ -197,7 +197,7 @@ SYSTEMS = {
     # too, 4096 samples per step with the translations and the full group only at the end, a
     # budget of 60 chip-minutes trained in windows
     "j1j2_6x6_deep_chip": dict(
-        target=5e-4, minutes=60, accelerator=True,
+        target=5e-4, minutes=60, accelerator=True, lanczos_samples=2048,
         published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],
         args=["--lattice", "6x6", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "8",
               "--samples", "4096", "--symmetry", "translations>full@6000", "--iters", "8000",
@@ -588,11 +588,28 @@ def read_windows(out: str) -> list[dict]:
 ESTIMATE_KEYS = ("energy", "energy_error", "relative_error", "v_score", "estimate_symmetry")
 
 
-def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
+def lanczos_of(out: str, name: str, samples: int | None) -> dict | None:
+    """One Lanczos step on the newest state of the run in ``out`` from ``samples`` fresh
+    samples (``quantax-lite measure --lanczos``, the dimers left out): its record
+    (``observables.json``'s ``"lanczos"``); None without ``samples``."""
+    if not samples:
+        return None
+    from quantax_lite import cli
+
+    status = cli.main(["measure", "--out", out, "--lanczos", "--samples", str(int(samples)), "--no-dimers",
+                       "--no-progress"])
+    if status != 0:
+        raise SystemExit(f"accuracy: {name}: quantax-lite measure --lanczos exited with status {status} (see above; "
+                         f"its run folder is {out})")
+    with open(os.path.join(out, "observables.json")) as fh:
+        return json.load(fh)["lanczos"]
+
+
+def record_window(out: str, wall_s: float, time_limit_min: float, lanczos: dict | None = None) -> list[dict]:
     """Append this call's window to ``out``'s windows (written whole, then renamed) and
     return them all. Its training minutes: the time limit when it stopped the run, else the
     call's wall time (the steps ended first); its estimate: ``ESTIMATE_KEYS`` of the run's
-    summary."""
+    summary, and ``lanczos`` (:func:`lanczos_of`) where one was measured."""
     with open(os.path.join(out, "summary.json")) as fh:
         summary = json.load(fh)
     stopped = bool(summary.get("stopped_at_time_limit"))
@@ -600,6 +617,8 @@ def record_window(out: str, wall_s: float, time_limit_min: float) -> list[dict]:
               "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
               "iterations": summary["iterations"], **{k: summary.get(k) for k in ESTIMATE_KEYS},
               "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **host_fields()}
+    if lanczos is not None:
+        window["lanczos"] = lanczos
     windows = read_windows(out) + [window]
     with atomic_write(os.path.join(out, WINDOWS)) as fh:
         json.dump(windows, fh, indent=1)
@@ -697,7 +716,7 @@ HOST_KEYS = ("host", "cpu_count", "cpu_model", "machine")
 
 
 def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wall: float | None = None,
-           warm_start_s: float | None = None) -> dict:
+           warm_start_s: float | None = None, lanczos: dict | None = None) -> dict:
     """The JSON row of ``name`` from its run folder's ``summary.json`` (the final estimate of
     its newest window) and log; its wall time is that of every window (``windows``), or
     ``wall`` for a run without (``--quick``); ``warm_start_s``: the wall time of the run it
@@ -726,6 +745,10 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
     }
     if spec.get("target_energy_per_site") is not None:
         row["target_energy_per_site"] = spec["target_energy_per_site"]
+    if lanczos is None and windows:
+        lanczos = windows[-1].get("lanczos")
+    if lanczos is not None:  # one Lanczos step on the row's final state: a measurement beside the network's own
+        row["lanczos"] = lanczos
     if spec.get("accelerator"):
         row["windows"] = len(windows)
         # each window's final estimate, where the window recorded one (the last is the row's)
@@ -788,10 +811,12 @@ def train_rows(args, names: list[str]) -> list[dict]:
         if status != 0:
             raise SystemExit(f"accuracy: {name}: quantax-lite train exited with status {status} (see above; "
                              f"its run folder is {out})")
-        wall = time.perf_counter() - t0
+        lanczos = lanczos_of(out, name, args.lanczos_samples if args.lanczos_samples is not None
+                             else spec.get("lanczos_samples"))
+        wall = time.perf_counter() - t0  # the Lanczos step's time counts against the row's budget
         if windowed:
-            windows = record_window(out, wall, limit)
-        rows.append(row_of(name, spec, out, opts, windows, wall, warm_start_s))
+            windows = record_window(out, wall, limit, lanczos)
+        rows.append(row_of(name, spec, out, opts, windows, wall, warm_start_s, lanczos))
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:
             cache_fits = pack_runs(args.out, args.archive, with_cache=cache_fits)
@@ -812,11 +837,17 @@ def main(argv=None):
                         help="train each row at most this many minutes in this call (one window of a row trained "
                              "across several commands: the next call resumes it, until its budget is spent)")
     parser.add_argument("--allow-cpu", action="store_true", help="run the accelerator rows without an accelerator")
+    parser.add_argument("--lanczos-samples", type=int, metavar="N",
+                        help="after each row's final estimate, one Lanczos step on N fresh samples (quantax-lite "
+                             "measure --lanczos), kept in the row's \"lanczos\"; 0: none; default: the row's "
+                             "lanczos_samples")
     parser.add_argument("--archive", metavar="FILE.tgz",
                         help="the run folders of --out as one gzipped tar (for a machine that returns few files): "
                              "unpacked into --out first when it exists, rewritten after every row; the compiled "
                              "programs go with them (in --out/compile_cache) while they are small enough")
     args = parser.parse_args(argv)
+    if args.lanczos_samples is not None and args.lanczos_samples < 0:
+        parser.error(f"--lanczos-samples: expected a non-negative number of samples, got {args.lanczos_samples}")
     if args.window is not None and not args.window > 0:
         parser.error(f"--window: expected a positive number of minutes, got {args.window}")
     if args.replot:

@@ -44,7 +44,7 @@ def _option(name: str) -> str:
 
 def _options() -> set[str]:
     """The names the command has options for (train's and measure's), and ``out_dir``."""
-    return set(RECIPE) | {a.dest for a in build_parser().train_parser._actions} | {"out_dir", "samples", "dimers"}
+    return set(RECIPE) | {a.dest for a in build_parser().train_parser._actions} | {"out_dir", "samples", "dimers", "lanczos"}
 
 
 def _message(err: BaseException) -> str:
@@ -141,14 +141,20 @@ def measure(args) -> dict:
                          "memory with --chunk-size (samples per device per chunk, e.g. 64).")
     _configure_jax()
     done = measure_run(args.out, samples=args.samples, seed=args.seed, chunk_size=args.chunk_size,
-                       dimers=args.dimers, progress=not args.no_progress)
+                       dimers=args.dimers, lanczos=args.lanczos, progress=not args.no_progress)
     obs = done.observables
     e, spp, m2 = obs.get("energy", {}), obs["s_pi_pi"], obs["staggered_magnetization_sq"]
     fmt = lambda d, spec: "n/a" if d.get("mean") is None else (  # noqa: E731
         f"{d['mean']:{spec}} ± {d['error']:{spec}}" if d.get("error") is not None else f"{d['mean']:{spec}}")
     rows = [("energy", fmt(e, ".6f") + f"  [{energy_unit(done.recipe.hamiltonian)}]"),
-            ("S(pi,pi)", fmt(spp, ".5f")), ("m^2", fmt(m2, ".6f")),
-            ("written", ", ".join(os.path.basename(p) for p in done.written))]
+            ("S(pi,pi)", fmt(spp, ".5f")), ("m^2", fmt(m2, ".6f"))]
+    if "lanczos" in obs:
+        lz = obs["lanczos"]
+        rel = (f", relative error {lz['relative_error']:.3g} (network {lz['variational_relative_error']:.3g})"
+               if lz.get("relative_error") is not None else "")
+        rows.append(("Lanczos", fmt({"mean": lz["energy"], "error": lz["error"] if not lz["exact_sums"] else None},
+                                    ".6f") + f" (1 + alpha H)|psi>, alpha {lz['alpha'] if lz['alpha'] is None else format(lz['alpha'], '.4g')}{rel}"))
+    rows += [("written", ", ".join(os.path.basename(p) for p in done.written))]
     print("\n".join(f"{k:<9} {v}" for k, v in rows))
     return obs
 

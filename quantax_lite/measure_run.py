@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from ._validate import positive_int
 from .draws import draw_samples
 from .errors import FieldError, concerning
+from .lanczos import lanczos_record, lanczos_step
 from .observables import measure, spin_correlations, staggered_magnetization_sq
 from .recipes import check_seed, load_run, physical_basis, recipe_of_run, seed_key
 from .report import energy_unit, plot_energy, write_observables
@@ -28,7 +29,7 @@ from .run_folder import lock_run_folder, read_log
 from .sampler import FullSumSampler
 
 __all__ = ["Measured", "measure_run", "measure_samples", "every_configuration", "order_parameter",
-           "network_evaluations", "provenance"]
+           "network_evaluations", "provenance", "lanczos_of_run", "lanczos_evaluations"]
 
 
 class Measured(NamedTuple):
@@ -122,8 +123,33 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def lanczos_of_run(run, params, samples, weights=None, *, progress: bool = False) -> dict:
+    """One Lanczos step on the state ``params`` of ``run`` (:mod:`quantax_lite.lanczos`),
+    as its JSON record (:func:`~quantax_lite.lanczos.lanczos_record`, against the run's
+    exact energy where known): on chain-major ``samples`` of the run's chains, or, with
+    ``weights``, on the configurations of exact sums (an exact-sum run's orbit rows). In
+    the run's own basis, with the driver's local energies (its memory budget)."""
+    n_chains = 1 if weights is not None else run.sampler.n_chains
+    with tqdm(total=int(np.shape(samples)[0]), desc="Lanczos step", disable=not progress, dynamic_ncols=True,
+              file=sys.stderr) as bar:
+        step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights, n_chains=n_chains,
+                            local_energies=run.vmc.local_energies,
+                            progress=lambda done, total: bar.update(done - bar.n))
+    exact = run.recipe.reference_energy(run.lattice, run.hamiltonian)
+    return lanczos_record(step, run.lattice.n_sites, exact)
+
+
+def lanczos_evaluations(run, n_configurations: int) -> int:
+    """About how many network evaluations one Lanczos step makes on ``n_configurations``:
+    per configuration its ``max_conn`` connections, and for each the connections of that
+    one (an upper bound: only nonzero matrix elements are evaluated)."""
+    m = int(run.hamiltonian.max_conn)
+    return int(n_configurations) * (m + (m - 1) * m)
+
+
 def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_size="auto", dimers: bool = True,
-                progress: bool = True, announce: Callable[[str], None] | None = _stderr) -> Measured:
+                lanczos: bool = False, progress: bool = True,
+                announce: Callable[[str], None] | None = _stderr) -> Measured:
     """The observables of the run in ``out_dir`` (a ``quantax-lite train`` folder, finished or
     interrupted) from its newest readable checkpoint: ``samples`` fresh samples (default:
     the run's eval_samples; a multiple of its chains, and of its samples per step when
@@ -167,6 +193,9 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
             f" of {images} images each" if images > 1 else "")
         if dimers and r.lattice.is_hypercubic:
             cost += f" ({network_evaluations(r, rows, False):.2g} without the dimers)"
+        if lanczos:
+            lanczos_rows = r.sampler.n_states if exact_sum else n
+            cost += f"; the Lanczos step about {lanczos_evaluations(r, lanczos_rows):.2g} more"
         say(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {what}, {jax.device_count()} "
             f"device(s); {cost}")
         if exact_sum:
@@ -177,6 +206,13 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
             weights = None
         say("quantax-lite measure: measuring the observables ...")
         obs = measure_samples(r, state.params, configurations, weights, chunk_size=chunk_size, dimers=dimers)
+        if lanczos:
+            say("quantax-lite measure: one Lanczos step ...")
+            if exact_sum:  # the orbit rows of the run's group, as its energy is summed
+                rows_, _, w = r.sampler.probabilities(state.params)
+                obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(rows_), np.asarray(w), progress=progress)
+            else:
+                obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(configurations), progress=progress)
         exact = recipe.reference_energy(r.lattice, r.hamiltonian)
         obs["run"] = {**provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact), "seed": seed}
         title = f"{recipe.hamiltonian} {r.lattice.name}, step {int(state.iteration)}"

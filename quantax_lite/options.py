@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--memory-budget", type=int_or_float, help=argparse.SUPPRESS)  # refused: see measure()
     m.add_argument("--no-dimers", dest="dimers", action="store_false", help="leave out the dimer correlations "
                    "(N_bonds^2 network evaluations per sample and axis)")
+    m.add_argument("--lanczos", action="store_true", help="also one Lanczos step: the energy of (1 + alpha H)|psi> "
+                   "with the optimal alpha, on the same samples (about max_conn^2 network evaluations per sample), "
+                   "reported beside the network's own energy")
     m.add_argument("--no-progress", action="store_true", help="no progress messages")
     return parser
 

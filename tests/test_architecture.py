@@ -26,7 +26,7 @@ LAYERS = {
     "models": 2,
     # L3 estimation
     "sampler": 3, "stats": 3, "estimates": 3, "jacobian": 3, "_blocked": 3, "sr": 3, "preconditioners": 3,
-    "natural_gradient": 3, "observables": 3,
+    "natural_gradient": 3, "observables": 3, "lanczos": 3,
     # L4 driver
     "memory": 4, "checkpoint": 4, "run_folder": 4, "vmc": 4, "draws": 4, "wavefunction_io": 4, "warm_start": 4,
     # L5 recipe

@@ -1,0 +1,175 @@
+"""One Lanczos step (quantax_lite.lanczos) against dense linear algebra.
+
+The reference: the lowest energy in the Krylov space {psi, H psi}, the smallest root of
+the 2x2 generalized eigenproblem [[h1, h2], [h2, h3]] v = E [[1, h1], [h1, h2]] v with
+h_k = <psi|H^k|psi> / <psi|psi> from the dense vector psi and the sparse H of the sector.
+Exact sums must equal it to 1e-10; sampled estimates must agree within their error bars,
+and the error bars must cover the exact value as often as they claim (over seeds).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from quantax_lite.hilbert import all_states
+from quantax_lite.lanczos import lanczos_energy, lanczos_from_terms, lanczos_record, lanczos_step, lanczos_terms
+from quantax_lite.lattice import Chain, Square
+from quantax_lite.operators import Heisenberg
+from quantax_lite.sampler import Exchange, MetropolisSampler
+
+
+def jastrow(params, s):
+    """log psi = a.s + s.B.s / 2 (complex), (batch,)."""
+    x = s.astype(jnp.float64)
+    return x @ params["a"] + 0.5 * jnp.einsum("bi,ij,bj->b", x, params["b"], x)
+
+
+def random_params(rng, n, scale=0.2):
+    c = lambda *shape: scale * (rng.normal(size=shape) + 1j * rng.normal(size=shape))  # noqa: E731
+    b = np.triu(c(n, n), 1)
+    return {"a": jnp.asarray(c(n)), "b": jnp.asarray(b + b.T)}
+
+
+def dense_lanczos(hamiltonian, params, states):
+    """(E of the optimal step, h1) from the dense psi and sparse H on ``states``."""
+    psi = np.exp(np.asarray(jastrow(params, jnp.asarray(states))))
+    psi /= np.linalg.norm(psi)
+    h = hamiltonian.to_sparse(states)
+    v1 = h @ psi
+    v2 = h @ v1
+    h1, h2, h3 = (np.real(np.vdot(psi, v1)), np.real(np.vdot(v1, v1)), np.real(np.vdot(v1, v2)))
+    energies = scipy.linalg.eigh(np.array([[h1, h2], [h2, h3]]), np.array([[1.0, h1], [h1, h2]]),
+                                 eigvals_only=True)
+    return float(energies[0]), float(h1)
+
+
+SYSTEMS = {
+    "chain16": lambda: Heisenberg(Chain(16)),
+    "4x4_j1j2": lambda: Heisenberg(Square(4), J2=0.5, marshall_sign=True),
+}
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_exact_sums_equal_the_dense_krylov_energy(name, rng):
+    ham = SYSTEMS[name]()
+    n = ham.n_sites
+    params = random_params(rng, n)
+    states = all_states(n, 0)
+    lp = np.asarray(jastrow(params, jnp.asarray(states)))
+    weights = np.exp(2 * (lp.real - lp.real.max()))
+    step = lanczos_step(ham, jastrow, params, states, weights=weights / weights.sum())
+    e1, h1 = dense_lanczos(ham, params, states)
+    assert step.exact and step.error == 0.0
+    assert abs(step.variational_energy - h1) < 1e-10 * abs(h1)
+    assert abs(step.energy - e1) < 1e-10 * abs(e1)
+    assert step.energy < step.variational_energy
+    # alpha: the energy of (1 + alpha H) psi, formed densely, is the step's
+    psi = np.exp(lp)
+    h = ham.to_sparse(states)
+    psi1 = psi + step.alpha * (h @ psi)
+    assert abs(np.real(np.vdot(psi1, h @ psi1) / np.vdot(psi1, psi1)) - e1) < 1e-10 * abs(e1)
+    # the variance of the Lanczos state, densely
+    hpsi1 = h @ psi1
+    second = np.real(np.vdot(hpsi1, hpsi1) / np.vdot(psi1, psi1))
+    assert abs(step.variance - (second - e1**2)) < 1e-8 * e1**2
+
+
+def test_an_eigenstate_takes_no_step():
+    """psi an eigenstate: variance 0, the step changes nothing (beta 0, gain 0)."""
+    beta, shift, variance, variance0 = lanczos_energy(-1.5, 2.25, -3.375, 5.0625)  # H' = -1.5 exactly
+    assert beta == 0.0 and shift == -1.5 and variance0 == 0.0
+    d = np.full(8, -0.25)
+    q = d * d
+    step = lanczos_from_terms(d, q, -10.0, n_chains=4)
+    assert step.gain == 0.0 and step.energy == step.variational_energy == -10.25
+
+
+def test_sampled_estimate_covers_the_exact_value():
+    """Over 30 seeds the sampled Lanczos energy lies within two of its error bars of the
+    dense value in at least 24 (95% expected; error bars half as large as they should be
+    would give about 68%), and is lower than the sample's own variational energy."""
+    ham = Heisenberg(Chain(12))
+    n = ham.n_sites
+    params = random_params(np.random.default_rng(1), n, scale=0.1)
+    e1, _ = dense_lanczos(ham, params, all_states(n, 0))
+    sampler = MetropolisSampler(jastrow, Exchange(Chain(n).bonds()), 32, n, sweep_size=2 * n, n_thermalize=20)
+    inside, gains = 0, []
+    for seed in range(30):
+        samples, _, _ = sampler.sample(sampler.init(jax.random.key(seed), params), params, 32 * 16)
+        step = lanczos_step(ham, jastrow, params, samples, n_chains=32)
+        assert np.isfinite(step.error) and step.error > 0
+        inside += abs(step.energy - e1) < 2 * step.error
+        gains.append(step.gain / step.gain_error)
+    assert inside >= 24, inside
+    assert np.median(gains) < -3  # the step lowers the energy by many of its error bars
+
+
+def test_reference_energy_changes_nothing_but_rounding(rng):
+    """d and q about another E_ref give the same step (the moments are shifted exactly)."""
+    ham = Heisenberg(Chain(8))
+    params = random_params(rng, 8)
+    states = all_states(8, 0)
+    lp = np.asarray(jastrow(params, jnp.asarray(states)))
+    w = np.exp(2 * (lp.real - lp.real.max()))
+    w /= w.sum()
+    steps = [lanczos_from_terms(*lanczos_terms(ham, jastrow, params, states, e_ref=r), weights=w)
+             for r in (None, 0.0, -7.0)]
+    for s in steps[1:]:
+        assert abs(s.energy - steps[0].energy) < 1e-11 and abs(s.alpha - steps[0].alpha) < 1e-9 * abs(s.alpha)
+
+
+def test_record_names_what_it_is():
+    step = lanczos_from_terms(np.array([0.1, -0.1, 0.2, -0.2]), np.array([0.3, 0.1, 0.5, 0.2]), -5.0, n_chains=2)
+    rec = lanczos_record(step, 4, exact_energy=-5.5)
+    assert "Lanczos" in rec["what"] and rec["per_site"] == pytest.approx(step.energy / 4)
+    assert rec["relative_error"] == pytest.approx((step.energy + 5.5) / 5.5)
+
+
+def test_bad_arguments():
+    ham = Heisenberg(Chain(4))
+    params = random_params(np.random.default_rng(0), 4)
+    with pytest.raises(ValueError, match="samples"):
+        lanczos_terms(ham, jastrow, params, np.ones((3, 5), np.int8))
+    with pytest.raises(ValueError, match="weights"):
+        lanczos_from_terms(np.zeros(3), np.zeros(3), 0.0, weights=[1.0, -1.0, 1.0])
+    with pytest.raises(ValueError, match="n_chains"):
+        lanczos_from_terms(np.zeros(6), np.zeros(6), 0.0, n_chains=4)
+    with pytest.raises(ValueError, match="q"):
+        lanczos_from_terms(np.zeros(6), np.zeros(5), 0.0)
+
+
+def test_measure_lanczos_of_an_exact_sum_run_equals_the_dense_value(tmp_path, capsys):
+    """`quantax-lite measure --lanczos` on an exact-sum run (chain of 12, full group, float64):
+    the step over the run's orbit rows equals the dense Krylov energy of the run's network
+    over every configuration of Sz = 0, to 1e-10; it is written beside the network's energy."""
+    import json
+    import os
+
+    from quantax_lite.cli import main
+    from quantax_lite.recipes import load_run
+
+    out = str(tmp_path / "run")
+    assert main(["train", "--lattice", "chain:12", "--hamiltonian", "heisenberg", "--symmetry", "full",
+                 "--sampling", "exact_sum", "--precision", "f64", "--channels", "4", "--depth", "1", "--iters", "3",
+                 "--no-progress", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["measure", "--out", out, "--lanczos", "--no-dimers", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    with open(os.path.join(out, "observables.json")) as fh:
+        lz = json.load(fh)["lanczos"]
+    loaded = load_run(out)
+    run, params = loaded.run, loaded.state.params
+    states = all_states(12, 0)
+    lp = np.asarray(run.model.apply(params, jnp.asarray(states)))
+    psi = np.exp(lp - lp.real.max())
+    h = run.hamiltonian.to_sparse(states)
+    psi /= np.linalg.norm(psi)
+    v1 = h @ psi
+    h1, h2, h3 = np.real(np.vdot(psi, v1)), np.real(np.vdot(v1, v1)), np.real(np.vdot(v1, h @ v1))
+    e1 = scipy.linalg.eigh([[h1, h2], [h2, h3]], [[1.0, h1], [h1, h2]], eigvals_only=True)[0]
+    assert lz["exact_sums"] and lz["error"] == 0.0
+    assert abs(lz["variational_energy"] - h1) < 1e-10 * abs(h1)
+    assert abs(lz["energy"] - e1) < 1e-10 * abs(e1)
+    assert lz["relative_error"] < lz["variational_relative_error"]
+    assert "Lanczos" in printed and f"{lz['energy']:.6f}" in printed
