@@ -29,6 +29,7 @@ LAYERS = {
     "natural_gradient": 3, "observables": 3, "lanczos": 3,
     # L4 driver
     "memory": 4, "checkpoint": 4, "run_folder": 4, "vmc": 4, "draws": 4, "wavefunction_io": 4, "warm_start": 4,
+    "evolution": 4,  # TDVP: the equation, regularizations, integrators and the loop, beside the VMC driver
     # L5 recipe
     "recipes": 5,
     # L6 application
