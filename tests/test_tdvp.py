@@ -7,11 +7,14 @@ exact propagator (quantax_lite.exact.exact_evolution) is the integrator's. The e
 run on a one-device mesh (the suite's eight simulated devices share two cores); the
 sampled tests use every device.
 """
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from quantax_lite import tuning
 from quantax_lite.checkpoint import load_checkpoint, save_checkpoint
 from quantax_lite.evolution import (
     RK4, Adaptive, Euler, EvolutionDiverged, EvolutionState, Heun, PseudoInverse, Shift, SignalToNoise, TDVP,
@@ -154,7 +157,7 @@ def test_imaginary_time_lowers_the_energy_to_the_ground_state(rng):
     e0 = ground_state(ham)[0]
     final = observables_of(state.params, ham)["energy"][0]
     assert -1e-10 <= final - e0 < 1e-6, final - e0
-    assert max(r["dt"] for r in more) > 0.04  # the step grew (to Heun's stability limit, ~2 / spectral width)
+    assert max(r["dt"] for r in more) > 0.04  # the step grew (to the explicit method's stability limit)
 
 
 @pytest.mark.parametrize("pair, tols", [("heun_euler", (1e-2, 1e-3)), ("bogacki_shampine", (1e-3, 1e-5))])
@@ -297,3 +300,30 @@ def test_bad_inputs_name_the_argument():
         SignalToNoise(snr_cutoff=-1.0)
     with pytest.raises(TypeError, match="^tdvp:"):
         evolve("tdvp", state, 2.0)
+
+
+def test_the_step_lowered_for_an_accelerator_holds_no_float64():
+    """Under the TPU record (no float64, no eigendecomposition in a device program, products
+    at HIGHEST precision) the step with the shift regularization, fixed or adaptive, sampled,
+    lowers to such a program. (The pseudo-inverse and the signal-to-noise cutoff solve on the
+    host there, through a callback that only a real accelerator can lower.)"""
+    # float64 arrays, or a conversion up to float64 (a scalar float64 constant converted at
+    # once to float32, how JAX lowers a Python float in jnp.where, is folded by XLA)
+    shaped = re.compile(r"tensor<[0-9x]+x(f64|complex<f64>)>|complex<f64>")
+    converts_up = re.compile(r"stablehlo\.convert.*->\s*tensor<[^>]*f64")
+    spectral = re.compile(r"eigh|svd|syevd|heevd|gesvd", re.I)
+    ham = TransverseFieldIsing(Chain(N), h=1.0)
+    for integrator in (RK4(), Adaptive()):
+        with tuning.using(tuning.for_backend("tpu")):
+            sampler = MetropolisSampler(table_real, LocalFlip(), n_chains=8, n_sites=N)
+            tdvp = TDVP(ham, sampler, n_samples=64, integrator=integrator, regularization=Shift(1e-4))
+            params = {"re": jnp.zeros(2**N, jnp.float32), "im": jnp.zeros(2**N, jnp.float32)}
+            state = tdvp.init(params, jax.random.key(0), dt=0.01)
+            text = tdvp._step_fn.trace(state, jnp.asarray(1.0, state.dt.dtype)).lower(
+                lowering_platforms=("tpu",)).as_text()
+        assert state.t.dtype == np.float32
+        wide = [line for line in text.splitlines() if shaped.search(line) or converts_up.search(line)]
+        assert not wide, f"float64 values in the program: {wide[:2]}"
+        assert not spectral.search(text)
+        products = [line for line in text.splitlines() if "dot_general" in line]
+        assert products and all("HIGHEST" in line for line in products)

@@ -95,7 +95,8 @@ class Adaptive:
     tol: the largest accepted error per step, the norm of the difference of the pair's two
       solutions (for TDVP: the S-metric norm, the distance of the two normalized states;
       no unit beyond that of the norm), > 0.
-    pair: "heun_euler" (2(1), two evaluations) or "bogacki_shampine" (3(2), four).
+    pair: "bogacki_shampine" (3(2), four evaluations; default: on the chain:8 quench it
+      reached tol 1e-5 in 51 steps, Heun-Euler in 609) or "heun_euler" (2(1), two).
     dt_min, dt_max: bounds of the step (time units); a step at ``dt_min`` is accepted
       whatever its error.
     safety: the factor of the new-step formula ``dt (safety / err)^(1/order)``; the step
@@ -104,7 +105,7 @@ class Adaptive:
     """
 
     tol: float = 1e-5
-    pair: str = "heun_euler"
+    pair: str = "bogacki_shampine"
     dt_min: float = 1e-6
     dt_max: float = 1.0
     safety: float = 0.9
