@@ -144,9 +144,10 @@ def rk_stages(f: Callable, y: jax.Array, t, dt, carry: Any, tableau: Tableau, au
 
     ``f(y, t, carry) -> (k (P,), aux, carry)``; ``aux_template``: a pytree shaped like
     ``aux`` (zeros are fine; jax.eval_shape gives it). Returns ``(y_new, y_low, aux0,
-    carry)``: the solution, the embedded lower-order one (``y_new`` without ``b_low``),
-    the first stage's ``aux`` and the carry after the last stage. Stages with a zero row of
-    ``a`` below the first reuse nothing: every stage evaluates ``f`` once.
+    carry)``: the solution, the embedded lower-order one (``y_new`` itself without
+    ``b_low``), the first stage's ``aux`` and the carry after the last stage. Every stage
+    evaluates ``f`` once (no first-same-as-last reuse: with samples each evaluation draws
+    its own batch).
     """
     s = tableau.stages
     dtype = jnp.result_type(y.dtype, dt)

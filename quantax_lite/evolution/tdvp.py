@@ -178,8 +178,9 @@ class TDVP:
                                  mesh=self.sampler.resolved_mesh(), jit=False)
 
     def equation(self, params: Any, sampler_state: Any):
-        """The TDVP equation at ``params`` (traceable): ``(TDVPEquation, e_loc (N,), new
-        sampler state)``, from fresh samples (or the exact rows)."""
+        """The TDVP equation at ``params`` (traceable): ``(TDVPEquation, e_loc (N,), weights
+        (N,) or None, new sampler state)``, from fresh samples (or the exact rows with their
+        weights)."""
         holomorphic = _params_kind(params)
         if self.exact:
             samples, log_psi_s, weights = self.sampler.probabilities(params)
