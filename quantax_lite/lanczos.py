@@ -1,35 +1,42 @@
 """One Lanczos step on a trained state: the energy of ``(1 + alpha H)|psi>``, alpha optimal.
 
-With ``H' = H - E_ref`` (``E_ref`` a constant near ``<H>``, subtracted for precision) and the
-moments ``m_k = <psi|H'^k|psi> / <psi|psi>``, ``k = 1..4``, the state
-``|psi_1> = (1 + beta H')|psi>`` has
+With ``H' = H - E_ref`` (``E_ref`` a constant near ``<H>``, subtracted for precision) the
+state ``psi_b = (1 + b H') psi`` has, at every configuration ``s``,
 
-    E(beta) = E_ref + (m1 + 2 beta m2 + beta^2 m3) / (1 + 2 beta m1 + beta^2 m2),
-
-stationary where ``(m1 m3 - m2^2) beta^2 + (m3 - m1 m2) beta + (m2 - m1^2) = 0``; the root
-with the lower energy is taken (``alpha = beta / (1 - beta E_ref)`` in the form
-``1 + alpha H``). Its energy variance uses ``m4``. The moments come from two numbers per
-configuration ``s``, both ratios to ``psi(s)``:
-
+    psi_b(s) = psi(s) (1 + b d(s)),      (H' psi_b)(s) = psi(s) (d(s) + b q(s)),
     d(s) = (H' psi)(s) / psi(s) = E_loc(s) - E_ref,
     q(s) = (H'^2 psi)(s) / psi(s) = sum_{s'} H[s, s'] psi(s') / psi(s) d(s') - E_ref d(s),
 
-so that, over ``s ~ |psi|^2`` (or exact weights), ``m1 = <d>``, ``m2 = <|d|^2>``,
-``m3 = Re <conj(d) q>`` and ``m4 = <|q|^2>`` (H Hermitian). ``q`` needs the local energy
-of every connection ``s'`` of ``s``: about ``max_conn^2`` network evaluations per
-configuration (:func:`lanczos_terms`, through the local-energy engine, chunked by
-``chunk_map``). Error bars: a jackknife over blocks of whole chains (the chains are
-independent; :func:`lanczos_from_terms`).
+so over configurations ``s`` drawn from ``|psi_c|^2`` (any ``c``; ``c = 0``: from ``psi``
+itself) with weights ``v(s) = 1 / |1 + c d(s)|^2``
+
+    E(b) - E_ref = <v Re[conj(1 + b d)(d + b q)]> / <v |1 + b d|^2>,
+
+a ratio of two quadratics in ``b``, minimized in closed form (the root of a quadratic);
+the state's variance is ``<v |d + b q|^2> / <v |1 + b d|^2> - (E(b) - E_ref)^2``. In the
+form ``1 + alpha H``: ``alpha = b / (1 - b E_ref)``. ``q`` needs the local energy of every
+connection of ``s``: about ``max_conn^2`` network evaluations per configuration
+(:func:`lanczos_terms`, through the local-energy engine, chunked by ``chunk_map``).
+
+Why sample ``psi_b`` and not only ``psi``: ``<|E_loc|^2>`` over ``|psi|^2`` is dominated by
+rare configurations where ``psi`` is small and ``H psi`` is not (near the nodes of a
+trained network: on a 4x4 J1-J2 state, configurations of total probability 3e-4 held 57%
+of its variance), so estimates from ``psi``'s samples miss most of what the step gains;
+``psi_b`` is large exactly there. :func:`lanczos_sampled` draws a first set from ``psi``
+for ``b``, then the estimate from ``psi_b``'s own samples (:class:`LanczosState` is its
+log-amplitude for a Metropolis sampler). Error bars: a jackknife over blocks of whole
+chains (:func:`lanczos_from_terms`).
 
 Energies are in the Hamiltonian's units, totals over the lattice (not per site). The
-Lanczos energy is a measurement of ``psi_1``, not of the network's own state: it is
+Lanczos energy is a measurement of ``psi_b``, not of the network's own state: it is
 reported beside the variational energy and labelled as such.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +46,8 @@ from ._validate import positive_int
 from .operators import hamiltonian_sizes, make_local_energy
 from .utils import chunk_map
 
-__all__ = ["LanczosStep", "lanczos_energy", "lanczos_from_terms", "lanczos_terms", "lanczos_step",
-           "lanczos_record"]
+__all__ = ["LanczosStep", "LanczosState", "lanczos_energy", "lanczos_from_terms", "lanczos_terms", "lanczos_step",
+           "lanczos_sampled", "lanczos_record"]
 
 # configurations handed to the local-energy engine per call (per device): one compiled size
 CONNECTIONS_PER_CALL = 4096
@@ -59,8 +66,9 @@ class LanczosStep(NamedTuple):
     ``variational_energy``, ``variational_error``, ``variational_variance``: those of ``psi``
     itself (the same samples). ``gain``, ``gain_error``: ``energy - variational_energy`` (its
     error from the same jackknife: the two are correlated). ``alpha``: of ``1 + alpha H``
-    (inf where the step is ``H|psi>`` itself). ``n_samples``: configurations used;
-    ``exact``: exact sums (weights), errors 0.
+    (inf where the step is ``H|psi>`` itself); ``beta``, ``e_ref``: the same step as
+    ``1 + beta (H - e_ref)``. ``n_samples``: configurations used; ``exact``: exact sums
+    (weights), errors 0.
     """
 
     energy: float
@@ -72,74 +80,95 @@ class LanczosStep(NamedTuple):
     gain: float
     gain_error: float
     alpha: float
+    beta: float
+    e_ref: float
     n_samples: int
     exact: bool
 
 
-def _moments(d, q, w):
-    """(m1, m2, m3, m4) about E_ref from per-configuration ``d``, ``q`` and weights ``w`` (sum 1)."""
-    m1 = float(np.real(w @ d))
-    m2 = float(w @ np.abs(d) ** 2)
-    m3 = float(np.real(w @ (np.conj(d) * q)))
-    m4 = float(w @ np.abs(q) ** 2)
-    return m1, m2, m3, m4
+def _coefficients(d, q, w):
+    """Weighted means (``w`` sums to 1): the quadratics in ``b`` of the numerator, the
+    denominator and the second moment of ``psi_b`` (module docstring), each (c0, c1, c2)."""
+    re_d, abs_d2 = np.real(d), np.abs(d) ** 2
+    dq = np.real(np.conj(d) * q)
+    one = float(np.sum(w))
+    numerator = (float(w @ re_d), float(w @ (np.real(q) + abs_d2)), float(w @ dq))
+    denominator = (one, 2.0 * float(w @ re_d), float(w @ abs_d2))
+    second = (float(w @ abs_d2), 2.0 * float(w @ dq), float(w @ np.abs(q) ** 2))
+    return numerator, denominator, second
 
 
-def lanczos_energy(m1: float, m2: float, m3: float, m4: float) -> tuple[float, float, float, float]:
-    """``(beta, energy - E_ref, variance, variational variance)`` of ``(1 + beta H')|psi>`` at
-    the optimal ``beta``, from the moments ``m_k = <H'^k>`` (``H' = H - E_ref``).
+def _quadratic(c, b):
+    return c[0] + b * (c[1] + b * c[2])
 
-    ``beta = 0`` (no step) where ``psi`` is an eigenstate to the moments' precision
-    (variance 0) or no root lowers the energy.
+
+def lanczos_energy(numerator, denominator, second) -> tuple[float, float, float, float]:
+    """``(b, E(b) - E_ref, variance at b, variance at 0)`` at the ``b`` that minimizes
+    ``E(b) - E_ref = N(b) / D(b)``, the quadratics given by their coefficients
+    ``(c0, c1, c2)`` (``second``: ``<H'^2>`` of ``psi_b`` times ``D(b)``).
+
+    ``b = 0`` (no step) where no stationary point lowers the energy (``psi`` an eigenstate
+    to the estimates' precision).
     """
-    variance0 = m2 - m1 * m1
-
-    def energy(beta):
-        den = 1.0 + 2.0 * beta * m1 + beta * beta * m2
-        return (m1 + 2.0 * beta * m2 + beta * beta * m3) / den, den
-
-    a, b, c = m1 * m3 - m2 * m2, m3 - m1 * m2, variance0
+    a0, a1, a2 = numerator
+    b0, b1, b2 = denominator
+    # d/db (N / D) = 0: (a2 b1 - a1 b2) b^2 + 2 (a2 b0 - a0 b2) b + (a1 b0 - a0 b1) = 0
+    qa, qb, qc = a2 * b1 - a1 * b2, 2.0 * (a2 * b0 - a0 * b2), a1 * b0 - a0 * b1
     roots = []
-    if variance0 > 0:
-        if a != 0.0:
-            disc = b * b - 4.0 * a * c
-            if disc >= 0:
-                root = math.sqrt(disc)
-                # the two roots without cancellation
-                qq = -0.5 * (b + math.copysign(root, b)) if b != 0 else -0.5 * root
-                roots = [qq / a] + ([c / qq] if qq != 0 else [])
-        elif b != 0.0:
-            roots = [-c / b]
-    best, e_best = 0.0, m1
-    for beta in roots:
-        e, den = energy(beta)
+    if qa != 0.0:
+        disc = qb * qb - 4.0 * qa * qc
+        if disc >= 0:
+            root = math.sqrt(disc)
+            qq = -0.5 * (qb + math.copysign(root, qb)) if qb != 0 else -0.5 * root
+            roots = [qq / qa] + ([qc / qq] if qq != 0 else [])
+    elif qb != 0.0:
+        roots = [-qc / qb]
+
+    def energy(b):
+        den = _quadratic(denominator, b)
+        return (_quadratic(numerator, b) / den if den > 0 else math.inf), den
+
+    best, (e_best, _) = 0.0, energy(0.0)
+    for b in roots:
+        e, den = energy(b)
         if den > 0 and math.isfinite(e) and e < e_best:
-            best, e_best = beta, e
-    _, den = energy(best)
-    second = (m2 + 2.0 * best * m3 + best * best * m4) / den
-    return best, e_best, max(second - e_best * e_best, 0.0), max(variance0, 0.0)
+            best, e_best = b, e
+    variances = []
+    for b in (best, 0.0):
+        e, den = energy(b)
+        variances.append(max(_quadratic(second, b) / den - e * e, 0.0))
+    return best, e_best, variances[0], variances[1]
 
 
 def _estimate(d, q, w, e_ref):
-    m = _moments(d, q, w)
-    beta, shift, variance, variance0 = lanczos_energy(*m)
-    return e_ref + shift, e_ref + m[0], beta, variance, variance0
+    """(E of the step, E of psi, b, variance of the step, variance of psi), weights ``w``."""
+    numerator, denominator, second = _coefficients(d, q, w)
+    b, shift, variance, variance0 = lanczos_energy(numerator, denominator, second)
+    return e_ref + shift, e_ref + numerator[0] / denominator[0], b, variance, variance0
 
 
 def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
-                       n_blocks: int = JACKKNIFE_BLOCKS) -> LanczosStep:
+                       n_blocks: int = JACKKNIFE_BLOCKS, sampled_beta: float = 0.0) -> LanczosStep:
     """The Lanczos step from the per-configuration ``d`` ``(n,)`` and ``q`` ``(n,)`` (real or
     complex; module docstring) about ``e_ref``.
 
-    weights: ``(n,)`` exact probabilities (exact sums; errors 0), else ``d``, ``q`` are
-    chain-major samples of ``n_chains`` chains, ``n_blocks`` jackknife blocks of whole chains
-    (at most ``n_chains``; errors NaN with one chain).
+    weights: ``(n,)`` exact probabilities of the configurations under ``|psi|^2`` (exact
+    sums; errors 0), else ``d``, ``q`` belong to chain-major samples of ``n_chains`` chains,
+    ``n_blocks`` jackknife blocks of whole chains (at most ``n_chains``; errors NaN with
+    one chain). sampled_beta: the ``c`` of the distribution ``|psi_c|^2`` the samples come
+    from (0: ``psi``'s own; each sample then weighs ``1 / |1 + c d|^2``).
     """
     d = np.asarray(d).astype(np.result_type(np.asarray(d).dtype, np.float64)).reshape(-1)
     q = np.asarray(q).astype(np.result_type(np.asarray(q).dtype, np.float64)).reshape(-1)
     n = d.shape[0]
     if q.shape != (n,) or n == 0:
         raise ValueError(f"q: expected shape ({n},) like d, got {q.shape}")
+    try:
+        c = float(sampled_beta)
+    except (TypeError, ValueError):
+        raise TypeError(f"sampled_beta: expected a real number, got {sampled_beta!r}") from None
+    if not math.isfinite(c):
+        raise ValueError(f"sampled_beta: expected a finite number, got {sampled_beta!r}")
     exact = weights is not None
     if exact:
         w = np.asarray(weights, np.float64).reshape(-1)
@@ -148,7 +177,14 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
         w = w / w.sum()
     else:
         w = np.full(n, 1.0 / n)
-    energy, h1, alpha_beta, variance, variance0 = _estimate(d, q, w, e_ref)
+    if c != 0.0:
+        with np.errstate(divide="ignore"):
+            v = 1.0 / np.abs(1.0 + c * d) ** 2
+        if not np.all(np.isfinite(v)):
+            raise ValueError("sampled_beta: a sample lies on a node of psi_c (1 + c d = 0); it cannot come from "
+                             "|psi_c|^2")
+        w = w * v
+    energy, h1, beta, variance, variance0 = _estimate(d, q, w, e_ref)
     error = h1_error = gain_error = 0.0 if exact else float("nan")
     if not exact:
         n_chains = positive_int(n_chains, "n_chains")
@@ -160,22 +196,18 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
             block_of = chain_of * blocks // n_chains
             leave_out = []
             for b in range(blocks):
-                keep = block_of != b
-                wb = np.where(keep, 1.0, 0.0)
-                wb /= wb.sum()
-                e, h, _, _, _ = _estimate(d, q, wb, e_ref)
+                e, h, _, _, _ = _estimate(d, q, np.where(block_of != b, w, 0.0), e_ref)
                 leave_out.append((e, h, e - h))
             est = np.asarray(leave_out)
             spread = np.sqrt((blocks - 1) / blocks * np.sum((est - est.mean(axis=0)) ** 2, axis=0))
             error, h1_error, gain_error = (float(x) for x in spread)
-    alpha = alpha_beta / (1.0 - alpha_beta * e_ref) if 1.0 - alpha_beta * e_ref != 0 else math.inf
+    alpha = beta / (1.0 - beta * e_ref) if 1.0 - beta * e_ref != 0 else math.inf
     return LanczosStep(energy=float(energy), error=error, variance=float(variance), variational_energy=float(h1),
                        variational_error=h1_error, variational_variance=float(variance0),
-                       gain=float(energy - h1), gain_error=gain_error, alpha=float(alpha), n_samples=int(n),
-                       exact=exact)
+                       gain=float(energy - h1), gain_error=gain_error, alpha=float(alpha), beta=float(beta),
+                       e_ref=float(e_ref), n_samples=int(n), exact=exact)
 
 
-@functools.lru_cache(maxsize=8)
 def _connections_program(hamiltonian, log_psi, chunk_size, mesh):
     """``(params, s (b, n)) -> (s_conn (b, m, n), mels (b, m), log psi (b, m))``, chunked."""
 
@@ -283,23 +315,84 @@ def _ratios(lp, mels):
 
 
 def lanczos_step(hamiltonian, log_psi: Callable, params, samples, *, weights=None, n_chains: int = 1,
-                 e_ref: float | None = None, local_energies: Callable | None = None,
+                 sampled_beta: float = 0.0, e_ref: float | None = None, local_energies: Callable | None = None,
                  chunk_size: int | None = None, mesh=None,
                  progress: Callable[[int, int], None] | None = None) -> LanczosStep:
     """The Lanczos step of ``psi = exp(log_psi(params, .))`` estimated on ``samples``
-    ``(n, n_sites)``: chain-major samples of ``n_chains`` chains drawn from ``|psi|^2``, or
-    configurations with exact probabilities ``weights`` (exact sums: every configuration
-    of a sector, or one per orbit of a group ``psi`` transforms under). The rest as
-    :func:`lanczos_terms`; returns a :class:`LanczosStep`.
+    ``(n, n_sites)``: chain-major samples of ``n_chains`` chains drawn from ``|psi_c|^2``,
+    ``c = sampled_beta`` (0: from ``|psi|^2``; :class:`LanczosState` for another ``c``, with
+    this ``e_ref``), or configurations with exact probabilities ``weights`` under
+    ``|psi|^2`` (exact sums: every configuration of a sector, or one per orbit of a group
+    ``psi`` transforms under). The rest as :func:`lanczos_terms`; returns a
+    :class:`LanczosStep`. On samples of ``psi`` alone the estimate can miss most of the
+    gain (module docstring): :func:`lanczos_sampled` samples the step's own state.
     """
     d, q, e_ref = lanczos_terms(hamiltonian, log_psi, params, samples, e_ref=e_ref, local_energies=local_energies,
                                 chunk_size=chunk_size, mesh=mesh, progress=progress)
-    return lanczos_from_terms(d, q, e_ref, weights=weights, n_chains=n_chains)
+    return lanczos_from_terms(d, q, e_ref, weights=weights, n_chains=n_chains, sampled_beta=sampled_beta)
 
 
-def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None = None) -> dict:
+@dataclasses.dataclass(frozen=True)
+class LanczosState:
+    """``log |psi_b(s)|`` of ``psi_b = (1 + beta (H - e_ref)) psi``, a log-amplitude for a
+    sampler: ``((params, beta, e_ref), s (batch, n_sites)) -> (batch,)`` real, ``-inf`` on a
+    node of ``psi_b``; ``params`` are ``log_psi``'s. Each call evaluates ``log_psi`` on every
+    connection of every row (``max_conn`` evaluations per row). Equal (and hashed) by its
+    Hamiltonian and ``log_psi``, so ``beta`` and ``e_ref`` change no compiled program."""
+
+    hamiltonian: Any
+    log_psi: Callable
+
+    def __call__(self, params, s):
+        psi_params, beta, e_ref = params
+        s_conn, mels = self.hamiltonian.connected(s)
+        b, m, n = s_conn.shape
+        lp_conn = self.log_psi(psi_params, s_conn.reshape(b * m, n)).reshape(b, m)
+        nonzero = mels != 0
+        delta = jnp.where(nonzero, lp_conn - lp_conn[:, :1], 0)  # slot 0 is s
+        e_loc = jnp.sum(jnp.where(nonzero, mels * jnp.exp(delta), 0), axis=1)
+        factor = 1 + jnp.asarray(beta, mels.dtype) * (e_loc - jnp.asarray(e_ref, mels.dtype))
+        return jnp.real(lp_conn[:, 0]) + jnp.log(jnp.abs(factor))
+
+
+def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *, local_energies=None,
+                    chunk_size: int | None = None, mesh=None,
+                    progress: Callable[[int, int], None] | None = None) -> tuple[LanczosStep, LanczosStep]:
+    """The Lanczos step from samples of its own state: ``(step, first)``.
+
+    ``samples``: ``(n, n_sites)`` chain-major samples of ``|psi|^2`` from ``sampler`` (a
+    :class:`~quantax_lite.sampler.MetropolisSampler` of ``log_psi``); ``first``, the step
+    estimated on them, gives ``b``. Then ``n`` samples of ``|psi_b|^2``
+    (:class:`LanczosState` with ``(params, b, e_ref)``, the same rule and chains, started from the last configuration
+    of each chain of ``samples`` and thermalized again under ``key``) give ``step``
+    (:func:`lanczos_step` with ``sampled_beta = b``, the same ``e_ref``). The rest as
+    :func:`lanczos_terms`; ``progress(done, total)`` over both sets (``total = 2 n``).
+    """
+    samples = np.asarray(samples)
+    n, n_chains = samples.shape[0], sampler.n_chains
+    if n % n_chains:
+        raise ValueError(f"samples: {n} must be a multiple of the sampler's {n_chains} chains")
+    options = dict(local_energies=local_energies, chunk_size=chunk_size, mesh=mesh)
+    tell = (lambda offset: None if progress is None else (lambda done, total: progress(offset + done, 2 * n)))
+    first = lanczos_step(hamiltonian, log_psi, params, samples, n_chains=n_chains, progress=tell(0), **options)
+    _, max_conn = hamiltonian_sizes(hamiltonian)
+    rows = max(1, EVALUATIONS_PER_CHUNK // max_conn)  # chains per device per evaluation of psi_b
+    sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows)
+    params_b = (params, first.beta, first.e_ref)
+    last = samples.reshape(n_chains, n // n_chains, -1)[:, -1]
+    chains = sampler_b.init(key, params_b, initial_states=jnp.asarray(last, jnp.int8))
+    drawn, _, _ = sampler_b.sample(chains, params_b, n)
+    step = lanczos_step(hamiltonian, log_psi, params, np.asarray(drawn), n_chains=n_chains, sampled_beta=first.beta,
+                        e_ref=first.e_ref, progress=tell(n), **options)
+    return step, first
+
+
+def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None = None,
+                   first: LanczosStep | None = None) -> dict:
     """The JSON record of a step (``observables.json``'s ``"lanczos"``, a row's final
-    estimate): energies total and per site, relative errors against ``exact_energy``."""
+    estimate): energies total and per site, relative errors against ``exact_energy``;
+    ``first``: the estimate from samples of ``psi`` that chose the step
+    (:func:`lanczos_sampled`), kept as ``"from_psi_samples"``."""
     def num(x):
         return float(x) if x is not None and math.isfinite(x) else None
 
@@ -308,15 +401,20 @@ def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None =
         "energy": num(step.energy), "error": num(step.error),
         "per_site": num(step.energy / n_sites), "per_site_error": num(step.error / n_sites),
         "variance": num(step.variance), "v_score": num(n_sites * step.variance / step.energy ** 2),
-        "alpha": num(step.alpha),
+        "alpha": num(step.alpha), "beta": num(step.beta), "e_ref": num(step.e_ref),
         "variational_energy": num(step.variational_energy), "variational_error": num(step.variational_error),
         "variational_v_score": num(n_sites * step.variational_variance / step.variational_energy ** 2),
         "gain": num(step.gain), "gain_error": num(step.gain_error),
         "n_samples": step.n_samples, "exact_sums": step.exact,
     }
+    record["samples_from"] = ("exact sums over |psi|^2" if step.exact else
+                              "|psi|^2" if step.beta == 0.0 or first is None else "the Lanczos state's own |psi_b|^2")
     if exact_energy is not None:
         scale = abs(exact_energy)
         record["relative_error"] = num((step.energy - exact_energy) / scale)
         record["relative_error_error"] = num(step.error / scale)
         record["variational_relative_error"] = num((step.variational_energy - exact_energy) / scale)
+    if first is not None:
+        record["from_psi_samples"] = {k: v for k, v in lanczos_record(first, n_sites, exact_energy).items()
+                                      if k not in ("what", "samples_from")}
     return record

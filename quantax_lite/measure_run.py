@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from ._validate import positive_int
 from .draws import draw_samples
 from .errors import FieldError, concerning
-from .lanczos import lanczos_record, lanczos_step
+from .lanczos import lanczos_record, lanczos_sampled, lanczos_step
 from .observables import measure, spin_correlations, staggered_magnetization_sq
 from .recipes import check_seed, load_run, physical_basis, recipe_of_run, seed_key
 from .report import energy_unit, plot_energy, write_observables
@@ -123,28 +123,38 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def lanczos_of_run(run, params, samples, weights=None, *, progress: bool = False) -> dict:
+def lanczos_of_run(run, params, samples, weights=None, *, key=None, progress: bool = False) -> dict:
     """One Lanczos step on the state ``params`` of ``run`` (:mod:`quantax_lite.lanczos`),
     as its JSON record (:func:`~quantax_lite.lanczos.lanczos_record`, against the run's
-    exact energy where known): on chain-major ``samples`` of the run's chains, or, with
-    ``weights``, on the configurations of exact sums (an exact-sum run's orbit rows). In
-    the run's own basis, with the driver's local energies (its memory budget)."""
-    n_chains = 1 if weights is not None else run.sampler.n_chains
-    with tqdm(total=int(np.shape(samples)[0]), desc="Lanczos step", disable=not progress, dynamic_ncols=True,
-              file=sys.stderr) as bar:
-        step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights, n_chains=n_chains,
-                            local_energies=run.vmc.local_energies,
-                            progress=lambda done, total: bar.update(done - bar.n))
+    exact energy where known): with ``weights``, summed exactly over ``samples`` (an
+    exact-sum run's orbit rows); else from chain-major ``samples`` of the run's chains,
+    which choose the step, and as many samples of the step's own state drawn with ``key``
+    (:func:`~quantax_lite.lanczos.lanczos_sampled`). In the run's own basis, with the
+    driver's local energies (its memory budget)."""
     exact = run.recipe.reference_energy(run.lattice, run.hamiltonian)
-    return lanczos_record(step, run.lattice.n_sites, exact)
+    n = int(np.shape(samples)[0])
+    with tqdm(total=n if weights is not None else 2 * n, desc="Lanczos step", disable=not progress,
+              dynamic_ncols=True, file=sys.stderr) as bar:
+        advance = lambda done, total: bar.update(done - bar.n)  # noqa: E731
+        if weights is not None:
+            step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights,
+                                local_energies=run.vmc.local_energies, progress=advance)
+            return lanczos_record(step, run.lattice.n_sites, exact)
+        step, first = lanczos_sampled(run.hamiltonian, run.model.apply, params, run.sampler,
+                                      jax.random.key(0) if key is None else key, samples,
+                                      local_energies=run.vmc.local_energies, progress=advance)
+    return lanczos_record(step, run.lattice.n_sites, exact, first)
 
 
 def lanczos_evaluations(run, n_configurations: int) -> int:
     """About how many network evaluations one Lanczos step makes on ``n_configurations``:
     per configuration its ``max_conn`` connections, and for each the connections of that
-    one (an upper bound: only nonzero matrix elements are evaluated)."""
+    one (an upper bound: only nonzero matrix elements are evaluated); a sampled run twice
+    that (its own samples, then as many of the Lanczos state), and the sampling of the
+    Lanczos state, ``max_conn`` per proposal (not counted)."""
     m = int(run.hamiltonian.max_conn)
-    return int(n_configurations) * (m + (m - 1) * m)
+    once = int(n_configurations) * (m + (m - 1) * m)
+    return once if run.recipe.sampling == "exact_sum" else 2 * once
 
 
 def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_size="auto", dimers: bool = True,
@@ -211,8 +221,9 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
             if exact_sum:  # the orbit rows of the run's group, as its energy is summed
                 rows_, _, w = r.sampler.probabilities(state.params)
                 obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(rows_), np.asarray(w), progress=progress)
-            else:
-                obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(configurations), progress=progress)
+            else:  # its own chains, from the measurement's last configurations
+                obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(configurations),
+                                                key=jax.random.fold_in(seed_key(seed), 1), progress=progress)
         exact = recipe.reference_energy(r.lattice, r.hamiltonian)
         obs["run"] = {**provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact), "seed": seed}
         title = f"{recipe.hamiltonian} {r.lattice.name}, step {int(state.iteration)}"
