@@ -1,4 +1,5 @@
-"""The ``quantax-lite`` command: ``quantax-lite train [options]``, ``quantax-lite measure --out DIR``.
+"""The ``quantax-lite`` command: ``quantax-lite train [options]``, ``quantax-lite measure --out DIR``,
+``quantax-lite evolve --out DIR ...`` (:func:`quantax_lite.evolve_run.evolve_run`).
 
 train: parse (:mod:`quantax_lite.options`; ``--config FILE`` under the typed options) ->
 :class:`~quantax_lite.recipes.Recipe` -> :func:`quantax_lite.training.train` in a run folder
@@ -42,9 +43,13 @@ def _option(name: str) -> str:
     return special.get(name, f"--{name.replace('_', '-')}")
 
 
+# evolve's own options (the others are train's)
+EVOLVE_OPTIONS = {"initial_state", "t_end", "dt", "tol", "integrator", "regularization", "rcond", "imaginary"}
+
+
 def _options() -> set[str]:
-    """The names the command has options for (train's and measure's), and ``out_dir``."""
-    return set(RECIPE) | {a.dest for a in build_parser().train_parser._actions} | {"out_dir", "samples", "dimers", "lanczos"}
+    """The names the command has options for (train's, measure's and evolve's), and ``out_dir``."""
+    return set(RECIPE) | {a.dest for a in build_parser().train_parser._actions} | {"out_dir", "samples", "dimers", "lanczos"} | EVOLVE_OPTIONS
 
 
 def _message(err: BaseException) -> str:
@@ -159,6 +164,27 @@ def measure(args) -> dict:
     return obs
 
 
+def evolve(args) -> dict:
+    """``quantax-lite evolve``: :func:`quantax_lite.evolve_run.evolve_run`; returns its summary."""
+    from .evolve_run import evolve_run
+
+    _configure_jax()
+    summary = evolve_run(args.out, init_from=args.init_from, initial_state=args.initial_state, lattice=args.lattice,
+                         hamiltonian=args.hamiltonian, h=args.h, J2=args.J2, t_end=args.t_end, dt=args.dt,
+                         tol=args.tol, integrator=args.integrator, regularization=args.regularization,
+                         rcond=args.rcond, diag_shift=args.diag_shift, sampling=args.sampling, samples=args.samples,
+                         imaginary=args.imaginary, seed=args.seed, resume=args.resume, restart=args.restart,
+                         checkpoint_every=args.checkpoint_every, progress=not args.no_progress)
+    final, dev = summary["final"], summary.get("max_deviation")
+    rows = [("t", f"{summary['t']:g} in {summary['steps']} steps"),
+            ("energy", f"{final['energy']:.6f} ± {final['energy_error']:.2g}"),
+            ("<S^x>", f"{sum(final['sx']) / len(final['sx']):.6f} (site mean)")]
+    if dev is not None:
+        rows.append(("vs exact", f"max |dE| {dev['energy']:.2g}, max |d<S^x>| {dev['sx']:.2g}"))
+    print("\n".join(f"{k:<9} {v}" for k, v in rows))
+    return summary
+
+
 def _give_up_waiting(args) -> None:
     """Called by a timer thread while the processes still wait for each other: exit 2."""
     print(f"quantax-lite train: error: --coordinator {args.coordinator}: not all {args.num_processes} "
@@ -172,6 +198,7 @@ def _is_out_of_memory(err: BaseException) -> bool:
 
 
 def main(argv=None) -> int:
+    from .evolve_run import EvolutionStopped
     from .run_folder import RunFolderBusy
     from .training import RunDiverged
 
@@ -190,7 +217,7 @@ def main(argv=None) -> int:
                 parser.train_parser.set_defaults(**found)
                 args = parser.parse_args(argv)
                 args.given_options = set(getattr(args, "given_options", ())) | set(found)
-            (train if args.command == "train" else measure)(args)
+            {"train": train, "measure": measure, "evolve": evolve}[args.command](args)
     except UsageError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
@@ -200,7 +227,7 @@ def main(argv=None) -> int:
     except RunFolderBusy as err:
         print(f"{prog}: error: --out {err}", file=sys.stderr)
         return 2
-    except RunDiverged as err:
+    except (RunDiverged, EvolutionStopped) as err:
         print(f"{prog}: diverged: {_message(err)}", file=sys.stderr)
         return 3
     except Exception as err:

@@ -146,7 +146,44 @@ def build_parser() -> argparse.ArgumentParser:
                    "with the optimal alpha, on the same samples (about max_conn^2 network evaluations per sample), "
                    "reported beside the network's own energy")
     m.add_argument("--no-progress", action="store_true", help="no progress messages")
+    _add_evolve(sub)
     return parser
+
+
+def _add_evolve(sub) -> None:
+    """``quantax-lite evolve``: time evolution by TDVP (:func:`quantax_lite.evolve_run.evolve_run`)."""
+    e = sub.add_parser("evolve", help="evolve a wavefunction in real or imaginary time (TDVP) after a quench",
+                       description="Evolve a trained run's wavefunction (--init-from) or a product state "
+                       "(--initial-state x) under the Hamiltonian the options give, by TDVP, to --t-end. Writes "
+                       "log.jsonl (t, energy, <S^x_i>, <S^z_i> with errors, TDVP residual), checkpoints, summary.json "
+                       "and observables_vs_time.png (with the exact curves up to 16 sites) to --out. Exit status 2 "
+                       "for a usage error (one line), 3 for an evolution that diverged.")
+    e.add_argument("--out", required=True, help="the run folder to write")
+    e.add_argument("--init-from", metavar="RUN_DIR", help="start from the newest parameters of this train run folder")
+    e.add_argument("--initial-state", choices=("x",), help="start from a product state: x, every spin along +x")
+    e.add_argument("--lattice", help="the lattice (with --initial-state; with --init-from it must be the run's)")
+    e.add_argument("--hamiltonian", help="the quench's model (default: the run's, or heisenberg); " + _models_help())
+    e.add_argument("--h", type=float, help="transverse field of tfim (Pauli units)")
+    e.add_argument("--J2", type=float, help="next-nearest coupling of j1j2")
+    e.add_argument("--t-end", type=float, required=True, help="the final time (inverse energy units, hbar = 1)")
+    e.add_argument("--dt", type=float, help="time step (default: 0.01; the adaptive integrator's first proposal)")
+    e.add_argument("--tol", type=float, help="adaptive integrator: error per step in the S metric (default: 1e-4)")
+    e.add_argument("--integrator", default="rk4", choices=("euler", "heun", "rk4", "adaptive"),
+                   help="Runge-Kutta method (default: rk4)")
+    e.add_argument("--regularization", default="pinv", choices=("pinv", "shift"), help="solve of S theta' = F: pinv "
+                   "(eigenvalues below --rcond x the largest dropped) or shift (--diag-shift) (default: pinv)")
+    e.add_argument("--rcond", type=float, default=1e-6, help="pinv cutoff (default: 1e-6)")
+    e.add_argument("--diag-shift", type=float, default=1e-6, help="shift regularization (default: 1e-6)")
+    e.add_argument("--sampling", default="exact_sum", choices=("exact_sum", "metropolis"),
+                   help="exact sums over every configuration, or Markov-chain samples (default: exact_sum)")
+    e.add_argument("--samples", type=int, help="samples per evaluation with metropolis (default: 1024)")
+    e.add_argument("--imaginary", action="store_true", help="imaginary time (toward the ground state)")
+    e.add_argument("--seed", type=int, default=0, help="PRNG seed of the network and chains (default: 0)")
+    e.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (default: 10)")
+    e.add_argument("--resume", action="store_true", help="continue the evolution in --out (the same options; "
+                   "--t-end may grow)")
+    e.add_argument("--restart", action="store_true", help="delete the evolution in --out and start again")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def read_config(path: str, parser: argparse.ArgumentParser) -> dict:

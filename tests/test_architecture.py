@@ -35,6 +35,7 @@ LAYERS = {
     # L6 application
     # (training and measure_run run a recipe in a run folder and write its report)
     "cli": 6, "options": 6, "report": 6, "training": 6, "measure_run": 6, "__main__": 6,
+    "evolve_run": 6,  # quantax-lite evolve: TDVP of a recipe's network in a run folder
 }
 API = 7  # the package's __init__: re-exports everything; nothing inside imports it
 
