@@ -921,3 +921,28 @@ def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng
     summary_path.write_text(json.dumps(dict(summary, energy_error=None)))
     done = script("training_curve", str(tmp_path / "v"))
     assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} (16384 fresh samples)" in done.stdout, done.stdout
+
+
+@pytest.mark.slow  # trains a chain of 8 for 20 steps, then the step two ways (about a minute)
+def test_lanczos_quick_compares_sampled_steps_with_the_dense_ones(tmp_path):
+    out = tmp_path / "lanczos.json"
+    proc = script("lanczos", "--quick", "--json", str(out), "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    dense, sampled = result["dense"], result["sampled"]
+    assert dense["two_steps"] <= dense["one_step"] <= dense["energy"] and dense["variance"] > 0
+    assert dense["n_configurations"] == 70 and len(dense["variance_share"]) == 4
+    assert sampled["sampled"]["samples_from"] == "the Lanczos state's own |psi_b|^2"
+    assert sampled["from_psi_samples"]["samples_from"] == "|psi|^2"
+    step = sampled["sampled"]
+    assert abs(step["energy"] - dense["one_step"]) < 5 * step["error"] + 1e-9
+    assert "one step from samples of psi_b" in proc.stdout and result["command"].startswith("python benchmarks/lanczos.py")
+
+
+def test_lanczos_refuses_bad_options_in_one_line(tmp_path):
+    for args, option in ((["--iters", "0"], "--iters"), (["--run", str(tmp_path / "none")], "--run"),
+                         (["--row", "no_such_row", "--iters", "1"], "--row")):
+        proc = script("lanczos", *args, "--json", str(tmp_path / "x.json"), "--out", str(tmp_path / "r"), timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert option in proc.stderr.strip().splitlines()[-1]
+        assert not (tmp_path / "x.json").exists()
