@@ -311,11 +311,18 @@ def _evolve(run, tdvp, state, out, config, t_end, say, *, checkpoint_every, keep
         append_log(log_path, {"iteration": 0, **measure(state)})
         save_checkpoint(checkpoint_path(out, 0), state, metadata)
 
+    good = {"state": state, "records": []}  # the last state whose measurement was finite
+
     def record(rec, new):
         step = int(new.step)
         line = {"iteration": step, **measure(new), "dt": rec["dt"],
                 "residual": rec["residual"], "error": rec["error"], "wall_time_s": rec["wall_time_s"]}
+        if not _finite(line):  # finite parameters whose observables are not: not a good state either
+            last = good["state"]
+            raise EvolutionDiverged(last, int(last.step), float(last.t), good["records"])
         append_log(log_path, line)
+        good["state"] = new
+        good["records"].append(rec)
         if step % checkpoint_every == 0:
             save_checkpoint(checkpoint_path(out, step), new, metadata)
             prune_checkpoints(out, keep_checkpoints)
@@ -347,6 +354,13 @@ def _evolve(run, tdvp, state, out, config, t_end, say, *, checkpoint_every, keep
     plot_observables(os.path.join(out, "observables_vs_time.png"), log, exact, title,
                      energy_unit(run.recipe.hamiltonian))
     return summary
+
+
+def _finite(record: dict) -> bool:
+    """Whether every number of a log record is finite (None counts as not)."""
+    values = [v for v in record.values() if not isinstance(v, list)] + [x for v in record.values()
+                                                                         if isinstance(v, list) for x in v]
+    return all(v is not None and np.isfinite(v) for v in values)
 
 
 def _site_mean(record: dict, name: str) -> float:

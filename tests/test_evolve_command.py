@@ -100,3 +100,17 @@ def test_a_run_folder_of_another_lattice_is_refused(chain6_run, tmp_path, capsys
             assert code == 0
             assert len(read_log(out / "log.jsonl")) == 2
     assert os.path.exists(out / "summary.json")
+
+
+def test_a_diverging_evolution_stops_with_its_last_good_state(tmp_path, capsys):
+    """Forward Euler with steps far beyond its stability limit: exit 3, one line, the last
+    finite state checkpointed and summary.json saying diverged."""
+    out = tmp_path / "run"
+    code = main(["evolve", "--out", str(out), *QUENCH, "--t-end", "1000", "--dt", "3", "--integrator", "euler",
+                 "--diag-shift", "1e-10"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and "diverged" in err[-1] and "--dt" in err[-1], err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["diverged"] and summary["steps"] == len(read_log(out / "log.jsonl")) - 1
+    newest = np.load(list_checkpoints(out)[0])
+    assert all(np.all(np.isfinite(newest[k])) for k in newest.files if k.startswith("state.params"))
