@@ -168,8 +168,9 @@ def _add_evolve(sub) -> None:
     e.add_argument("--t-end", type=float, required=True, help="the final time (inverse energy units, hbar = 1)")
     e.add_argument("--dt", type=float, help="time step (default: 0.01; the adaptive integrator's first proposal)")
     e.add_argument("--tol", type=float, help="adaptive integrator: error per step in the S metric (default: 1e-4)")
-    e.add_argument("--integrator", default="rk4", choices=("euler", "heun", "rk4", "adaptive"),
-                   help="Runge-Kutta method (default: rk4)")
+    e.add_argument("--integrator", default="adaptive", choices=("euler", "heun", "rk4", "adaptive"),
+                   help="Runge-Kutta method: adaptive (Bogacki-Shampine 3(2) with --tol), or fixed steps of --dt "
+                   "(default: adaptive)")
     e.add_argument("--regularization", default="pinv", choices=("pinv", "shift"), help="solve of S theta' = F: pinv "
                    "(eigenvalues below --rcond x the largest dropped) or shift (--diag-shift) (default: pinv)")
     e.add_argument("--rcond", type=float, default=1e-6, help="pinv cutoff (default: 1e-6)")
