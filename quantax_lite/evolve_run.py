@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import tuning
 from ._validate import finite_number, positive_int
 from .checkpoint import checkpoint_path, load_latest_checkpoint, prune_checkpoints, save_checkpoint
 from .errors import FieldError, concerning
@@ -39,6 +40,7 @@ from .hamiltonians import hamiltonian_names
 from .hilbert import all_states
 from .lattice import parse_lattice
 from .observables.column_stats import all_column_stats
+from .observables.programs import log_psi_fn
 from .recipes import Recipe, build, load_run, physical_basis, seed_key
 from .operators import make_local_energy
 from .report import energy_unit, save_figure, write_json
@@ -161,11 +163,12 @@ def magnetizations(log_psi, params, samples, weights=None, *, n_chains: int = 1,
     (int8 (N, n_sites), chain-major over ``n_chains``) or rows with exact ``weights``. With
     ``symmetry`` (the rows are one per orbit of the group) each site's value is averaged
     over the group's images, exact for a state of that symmetry."""
-    s = jnp.asarray(samples)
+    s = jnp.asarray(samples, jnp.int8)
     n = s.shape[1]
     flip = 1 - 2 * jnp.eye(n, dtype=s.dtype)
-    lp = log_psi(params, s)
-    lp_flip = log_psi(params, (s[:, None, :] * flip[None]).reshape(-1, n)).reshape(s.shape[0], n)
+    evaluate = log_psi_fn(log_psi, None, None, tuning.current())  # chunk_map over every device, compiled once
+    lp = evaluate(params, s)
+    lp_flip = evaluate(params, (s[:, None, :] * flip[None]).reshape(-1, n)).reshape(s.shape[0], n)
     mx = 0.5 * np.real(np.asarray(jnp.exp(lp_flip - lp[:, None])))
     mz = 0.5 * np.asarray(s, np.float64)
     w = None if weights is None else np.asarray(weights, np.float64)
@@ -192,13 +195,11 @@ def measurement(run, tdvp, log_psi) -> Callable:
             w = None
         return rows, local(params, rows, lp), w
 
-    flipped = jax.jit(log_psi)
-
     def measure(state) -> dict:
         rows, e_loc, w = draw(state.params, state.sampler)
         chains = 1 if tdvp.exact else run.sampler.n_chains
         mean, error = all_column_stats(np.real(np.asarray(e_loc))[:, None], chains, w)[:2]
-        mags = magnetizations(flipped, state.params, rows, w, n_chains=chains,
+        mags = magnetizations(log_psi, state.params, rows, w, n_chains=chains,
                               symmetry=run.sampler.symmetry if tdvp.exact else None)
         return {"t": float(state.t), "energy": float(mean[0]), "energy_error": float(error[0]), **mags}
 
