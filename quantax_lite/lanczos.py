@@ -34,7 +34,6 @@ reported beside the variational energy and labelled as such.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -42,8 +41,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import tuning
 from ._validate import positive_int
-from .operators import hamiltonian_sizes, make_local_energy
+from .observables.programs import cached, local_values_fn
+from .operators import hamiltonian_sizes
 from .utils import chunk_map
 
 __all__ = ["LanczosStep", "LanczosState", "lanczos_energy", "lanczos_from_terms", "lanczos_terms", "lanczos_step",
@@ -242,12 +243,9 @@ def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: flo
         raise ValueError(f"samples: expected shape (n, {n_sites}) with n >= 1, got {samples.shape}")
     if chunk_size is None:  # samples per device per step: about EVALUATIONS_PER_CHUNK evaluations
         chunk_size = max(1, EVALUATIONS_PER_CHUNK // max_conn)
-    if local_energies is None:
-        local_energies = _local_energy_program(hamiltonian, log_psi, chunk_size, mesh)
-    try:  # one program per wavefunction and Hamiltonian: compiled once, reused
-        connections = _connections_program(hamiltonian, log_psi, chunk_size, mesh)
-    except TypeError:  # unhashable pieces
-        connections = _connections_program.__wrapped__(hamiltonian, log_psi, chunk_size, mesh)
+    if local_energies is None:  # one program per wavefunction and Hamiltonian, compiled once
+        local_energies = local_values_fn(hamiltonian, log_psi, chunk_size, mesh, tuning.current())
+    connections = _connections_program(hamiltonian, log_psi, chunk_size, mesh)
     n = samples.shape[0]
     block = min(n, SAMPLES_PER_BLOCK)
     per_call = CONNECTIONS_PER_CALL * jax.device_count()
@@ -291,18 +289,6 @@ def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: flo
         if progress is not None:
             progress(done, n)
     return e_loc - e_ref, np.concatenate(q_parts), e_ref
-
-
-def _local_energy_program(hamiltonian, log_psi, chunk_size, mesh):
-    try:
-        return _cached_local_energy(hamiltonian, log_psi, chunk_size, mesh)
-    except TypeError:  # unhashable pieces
-        return make_local_energy(hamiltonian, log_psi, chunk_size=chunk_size, mesh=mesh)
-
-
-@functools.lru_cache(maxsize=8)
-def _cached_local_energy(hamiltonian, log_psi, chunk_size, mesh):
-    return make_local_energy(hamiltonian, log_psi, chunk_size=chunk_size, mesh=mesh)
 
 
 def _ratios(lp, mels):
