@@ -366,7 +366,8 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
     _, max_conn = hamiltonian_sizes(hamiltonian)
     rows = max(1, EVALUATIONS_PER_CHUNK // max_conn)  # chains per device per evaluation of psi_b
     sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows)
-    params_b = (params, first.beta, first.e_ref)
+    wide = tuning.wide_dtype()  # float32 on an accelerator, whatever jax_enable_x64 says
+    params_b = (params, jnp.asarray(first.beta, wide), jnp.asarray(first.e_ref, wide))
     last = samples.reshape(n_chains, n // n_chains, -1)[:, -1]
     chains = sampler_b.init(key, params_b, initial_states=jnp.asarray(last, jnp.int8))
     drawn, _, _ = sampler_b.sample(chains, params_b, n)

@@ -267,3 +267,29 @@ def test_trains_4x4_to_exact_without_x64():
     energy, error, r = _train_without_x64("4x4", 400, 1024)
     exact = r.recipe.reference_energy()
     assert abs(energy - exact) < 4 * error + 1e-4 * abs(exact), (energy, error, exact)
+
+
+def test_lanczos_programs_lowered_for_tpu():
+    """The Lanczos step's device programs (the connections of the samples, and one sweep of
+    the Lanczos state's sampler) hold no float64 on the chip, with a float32 network."""
+    import dataclasses as dc
+
+    from quantax_lite.lanczos import LanczosState, _connections_program
+
+    with tuning.using(tuning.for_backend("tpu")):
+        r = build(Recipe(lattice="4x4", hamiltonian="j1j2", samples=64))
+        params, samples = r.state.params, jnp.ones((64, 16), jnp.int8).at[:, ::2].set(-1)
+        connections = _connections_program(r.hamiltonian, r.model.apply, 4, None)
+        _assert_accelerator_safe(connections.trace(params, samples).lower(lowering_platforms=("tpu",)).as_text(),
+                                 "Lanczos: connections")
+        wide = tuning.wide_dtype()  # as lanczos_sampled passes b and e_ref
+        theta = (params, jnp.asarray(-0.1, wide), jnp.asarray(-8.0, wide))
+        _assert_accelerator_safe(_lower_tpu(LanczosState(r.hamiltonian, r.model.apply), theta, samples),
+                                 "Lanczos: log |psi_b|")
+        sampler = dc.replace(r.sampler, log_psi=LanczosState(r.hamiltonian, r.model.apply), chunk_size=8)
+
+        def sweep(chains, theta):
+            return sampler.sample(chains, theta, 64)
+
+        chains = sampler.init(jax.random.key(0), theta)
+        _assert_accelerator_safe(_lower_tpu(sweep, chains, theta), "Lanczos: sampler of psi_b")
