@@ -598,9 +598,10 @@ def lanczos_of(out: str, name: str, samples: int | None) -> dict | None:
 
     status = cli.main(["measure", "--out", out, "--lanczos", "--samples", str(int(samples)), "--no-dimers",
                        "--no-progress"])
-    if status != 0:
-        raise SystemExit(f"accuracy: {name}: quantax-lite measure --lanczos exited with status {status} (see above; "
-                         f"its run folder is {out})")
+    if status != 0:  # the window's training is kept (recorded and archived); the call exits 1 at its end
+        print(f"accuracy: {name}: quantax-lite measure --lanczos exited with status {status} (see above; its run "
+              f"folder is {out}); the window is recorded without a Lanczos step", flush=True)
+        return None
     with open(os.path.join(out, "observables.json")) as fh:
         return json.load(fh)["lanczos"]
 
@@ -766,11 +767,12 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
     return row
 
 
-def train_rows(args, names: list[str]) -> list[dict]:
-    """Train (or read back) the rows ``names`` as ``main``'s options say; their records."""
+def train_rows(args, names: list[str]) -> tuple[list[dict], list[str]]:
+    """Train (or read back) the rows ``names`` as ``main``'s options say: their records, and
+    the rows whose Lanczos step failed (their windows are kept without one)."""
     from quantax_lite import cli
 
-    rows, cache_fits = [], True
+    rows, failed, cache_fits = [], [], True
     for name in names:
         spec = SYSTEMS[name]
         opts = list(spec["args"])
@@ -811,8 +813,10 @@ def train_rows(args, names: list[str]) -> list[dict]:
         if status != 0:
             raise SystemExit(f"accuracy: {name}: quantax-lite train exited with status {status} (see above; "
                              f"its run folder is {out})")
-        lanczos = lanczos_of(out, name, args.lanczos_samples if args.lanczos_samples is not None
-                             else spec.get("lanczos_samples"))
+        lanczos_samples = args.lanczos_samples if args.lanczos_samples is not None else spec.get("lanczos_samples")
+        lanczos = lanczos_of(out, name, lanczos_samples)
+        if lanczos_samples and lanczos is None:
+            failed.append(name)
         wall = time.perf_counter() - t0  # the Lanczos step's time counts against the row's budget
         if windowed:
             windows = record_window(out, wall, limit, lanczos)
@@ -820,7 +824,7 @@ def train_rows(args, names: list[str]) -> list[dict]:
         print(json.dumps(rows[-1]), flush=True)
         if args.archive:
             cache_fits = pack_runs(args.out, args.archive, with_cache=cache_fits)
-    return rows
+    return rows, failed
 
 
 def main(argv=None):
@@ -875,7 +879,7 @@ def main(argv=None):
     if cache:
         os.environ[compile_cache.ENV] = os.path.join(os.path.abspath(args.out), CACHE_FOLDER)
     try:
-        rows = train_rows(args, names)
+        rows, failed = train_rows(args, names)
     finally:
         if cache:
             del os.environ[compile_cache.ENV]
@@ -898,6 +902,8 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(plot_path)), exist_ok=True)
         plot_convergence(curves_of(rows), plot_path)
         print(f"wrote {plot_path}")
+    if failed:
+        raise SystemExit(f"accuracy: the Lanczos step failed for {', '.join(failed)} (their windows are kept)")
 
 
 if __name__ == "__main__":

@@ -325,6 +325,30 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     assert accuracy.row_status(dict(judged, energy_per_site=-0.4960)) == "not met"
 
 
+def test_accuracy_keeps_a_window_whose_lanczos_step_fails(tmp_path, monkeypatch, capsys):
+    """A Lanczos step that cannot run (its samples do not fit the run's chains) after a
+    window: the window's training is still recorded and archived (the next window resumes
+    it), and the call exits with an error naming the row."""
+    accuracy = load("accuracy")
+    row = dict(target=1e-2, minutes=2, accelerator=True, lanczos_samples=24,  # 24: not a multiple of 16 chains
+               args=["--lattice", "chain:8", "--channels", "2", "--depth", "1", "--samples", "16",
+                     "--iters", "3", "--eval-samples", "64", "--checkpoint-every", "0"])
+    monkeypatch.setattr(accuracy, "SYSTEMS", {"tiny_chip": row})
+    archive = tmp_path / "runs.tgz"
+    with pytest.raises(SystemExit, match="Lanczos step failed for tiny_chip"):
+        accuracy.main(["--only", "tiny_chip", "--allow-cpu", "--window", "5", "--archive", str(archive),
+                       "--json", str(tmp_path / "acc.json"), "--out", str(tmp_path / "runs")])
+    assert "recorded without a Lanczos step" in capsys.readouterr().out
+    (window,) = accuracy.read_windows(tmp_path / "runs" / "tiny_chip")
+    assert window["iterations"] == 3 and "lanczos" not in window
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        assert "tiny_chip/log.jsonl" in tar.getnames()
+    (saved,) = json.loads((tmp_path / "acc.json").read_text())
+    assert saved["iterations"] == 3 and "lanczos" not in saved
+
+
 def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypatch, capsys):
     """A row started from another row's run (warm_start): the source's wall time, read when
     the row starts and kept in the row's folder, shortens the row's training limit and
