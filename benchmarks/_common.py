@@ -83,7 +83,7 @@ def step_parts(vmc, state, n_samples, prepare=None):
     """
     import jax
 
-    from quantax_lite.jacobian import make_jacobian
+    from quantax_lite.optimizer.log_derivatives import make_jacobian
     from quantax_lite.models import derivative_form
 
     prepare = prepare or (lambda name, fn, args: fn)

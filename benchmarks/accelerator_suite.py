@@ -217,9 +217,9 @@ def agreement_reference(spec: dict) -> None:
     import numpy as np
 
     from quantax_lite import Recipe, build, spin_correlations
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
     from quantax_lite.models import derivative_form
-    from quantax_lite.sr import sr_direction
+    from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
 
     data = dict(np.load(spec["inputs"]))
     r = build(Recipe(**spec["recipe"]))
@@ -248,9 +248,9 @@ def start_agreement(args, out_dir: str):
     import numpy as np
 
     from quantax_lite import build, run, spin_correlations
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
     from quantax_lite.models import derivative_form
-    from quantax_lite.sr import sr_direction
+    from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
 
     recipe = _agreement_recipe(args)
     r = build(recipe)
@@ -290,7 +290,7 @@ def finish_agreement(pending, budget_s: float) -> dict:
     import jax
     import numpy as np
 
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
 
     recipe, mine, corr, spec, proc = pending
     try:
@@ -369,13 +369,13 @@ def memory_worker(spec: dict) -> None:
     the result file is rewritten after every case (a killed worker leaves what it did).
     Compilation stops at ``compile_deadline`` so that what was compiled is still run (runs
     take milliseconds; on the chip eight compilations filled a 70 s budget and none ran)."""
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
 
     tuning.configure_x64()
     import jax
     from _common import chunk_sizes, compile_part, timed
     from quantax_lite import Recipe, build
-    from quantax_lite.jacobian import make_jacobian
+    from quantax_lite.optimizer.log_derivatives import make_jacobian
     from quantax_lite.models import derivative_form
 
     deadline = spec["deadline"]
@@ -514,7 +514,7 @@ def run_scale(args, budget_s: float, plot_path: str | None, peaks: dict | None =
 def run_w1(args, budget_s: float) -> dict:
     import vmc_step
 
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
 
     deadline = time.time() + budget_s
     rows, last = [], None

@@ -9,7 +9,7 @@ lattices (issue 20): triangular 6x6 Heisenberg <= 1e-3 within 30 minutes (agains
 36-site literature energy), kagome 2x3 (18 sites) Heisenberg <= 1e-3 within 15 minutes
 (against exact diagonalization). Every
 system runs `quantax-lite train` (through its public entry point
-``quantax_lite.cli.main([...])``, which returns the exit status) with the options listed
+``quantax_lite.cli.command.main([...])``, which returns the exit status) with the options listed
 below on top of the command's defaults (translation symmetry, float32 network, 1024
 samples per step, learning rate 0.02; its own output directory under --out, resumed
 when it holds checkpoints) and ``--time-limit`` at 80% of the row's budget, so that a
@@ -67,7 +67,7 @@ import time
 
 import numpy as np
 
-from quantax_lite.run_folder import list_checkpoints
+from quantax_lite.driver.run_folder import list_checkpoints
 from quantax_lite.utils.files import atomic_write
 
 SYSTEMS = {
@@ -352,7 +352,7 @@ def _options(row: dict) -> dict:
 def system_name(row: dict) -> str:
     """The system of a row in words, from its recorded options: ``"Heisenberg, 4×4 square
     lattice, 16 sites"``, ``"J1-J2 (J2 = 0.5), ..."``; the row's key when it has no options."""
-    from quantax_lite.report import lattice_description
+    from quantax_lite.cli.report import lattice_description
 
     opts = _options(row)
     if "--lattice" not in opts:
@@ -555,7 +555,7 @@ def host_fields() -> dict:
     ``cpu_model`` (from /proc/cpuinfo where there is one) and ``machine``."""
     import platform
 
-    from quantax_lite.report import host_description
+    from quantax_lite.cli.report import host_description
 
     model = None
     try:
@@ -594,7 +594,7 @@ def lanczos_of(out: str, name: str, samples: int | None) -> dict | None:
     (``observables.json``'s ``"lanczos"``); None without ``samples``."""
     if not samples:
         return None
-    from quantax_lite import cli
+    from quantax_lite.cli import command as cli
 
     status = cli.main(["measure", "--out", out, "--lanczos", "--samples", str(int(samples)), "--no-dimers",
                        "--no-progress"])
@@ -724,7 +724,7 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
     started from (:func:`warm_start_seconds`), for a row with ``warm_start``, counted whatever
     host that run had. The host is the newest window's (this machine's for windows recorded
     before hosts were kept; a row whose windows ran on several hosts names the last)."""
-    from quantax_lite.run_folder import read_log
+    from quantax_lite.driver.run_folder import read_log
 
     with open(os.path.join(out, "summary.json")) as fh:
         summary = json.load(fh)
@@ -770,7 +770,7 @@ def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wal
 def train_rows(args, names: list[str]) -> tuple[list[dict], list[str]]:
     """Train (or read back) the rows ``names`` as ``main``'s options say: their records, and
     the rows whose Lanczos step failed (their windows are kept without one)."""
-    from quantax_lite import cli
+    from quantax_lite.cli import command as cli
 
     rows, failed, cache_fits = [], [], True
     for name in names:
@@ -862,7 +862,7 @@ def main(argv=None):
         return
     json_path, plot_path = output_paths(args.quick, args.json, args.plot)
 
-    from quantax_lite import compile_cache
+    from quantax_lite.utils import compile_cache
 
     import jax
 

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from quantax_lite import tuning  # noqa: E402
+from quantax_lite.utils import tuning  # noqa: E402
 
 tuning.configure_x64()
 

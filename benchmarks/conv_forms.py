@@ -2,7 +2,7 @@
 
 For each lattice (default 4x4 and 6x6; the library's default network for its size,
 symmetrized over translations, a positive output) and each form of
-``quantax_lite.tuning.CONV_FORMS``: the forward pass of ``--batch`` configurations (what
+``quantax_lite.utils.tuning.CONV_FORMS``: the forward pass of ``--batch`` configurations (what
 sampling and local energies evaluate) and the per-sample Jacobian of ``--jac-samples``
 configurations in chunks of 64 (what the SR solve needs), median of ``--repeats``. Every
 form computes the same function; ``tuning.conv_form`` picks one per size and dtype from
@@ -25,8 +25,9 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from _common import timed  # noqa: E402
-from quantax_lite import Square, make_conv_nqs, translations, tuning  # noqa: E402
-from quantax_lite.jacobian import jacobian  # noqa: E402
+from quantax_lite import Square, make_conv_nqs, translations
+from quantax_lite.utils import tuning  # noqa: E402
+from quantax_lite.optimizer.log_derivatives import jacobian  # noqa: E402
 
 
 def measure(L, dtype, form, batch, n_jac, repeats, rng):

@@ -3,7 +3,7 @@
 Jacobian. The default 6x6 symmetrized network of ``quantax_lite.make_conv_nqs``
 (16 channels, depth 4, kernel 3: 18752 real parameters; full group translations x C4v
 x spin inversion, merged to 16 images per sample, the library's default), in two
-convolution forms (``quantax_lite.tuning.override(conv_form="gather")`` and
+convolution forms (``quantax_lite.utils.tuning.override(conv_form="gather")`` and
 ``conv_form="lax"``, set around building and compiling) and both precisions.
 For each chunk size the jitted ``make_jacobian(model.apply, chunk_size=c)`` is compiled
 for a fixed batch, its per-device scratch memory read from
@@ -100,7 +100,8 @@ def timed(fn, args, repeat: int, short: float = 5.0):
 def bench_jacobian(args, n_dev):
     import numpy as np
 
-    from quantax_lite import Square, tuning
+    from quantax_lite import Square
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import make_mesh
 
     lattice = Square(4) if args.quick else Square(6)
@@ -131,7 +132,8 @@ def jacobian_rows(args, lattice, arch, mesh, rng, n_dev, conv, dtype, per_device
     import jax.numpy as jnp
     import numpy as np
 
-    from quantax_lite import count_params, full_symmetry, jacobian, make_conv_nqs, make_jacobian, tuning
+    from quantax_lite import count_params, full_symmetry, jacobian, make_conv_nqs, make_jacobian
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import batch_sharding
 
     rows = []

@@ -2,8 +2,8 @@
 
 What is measured. The per-sample Jacobian ``O = d log psi / d theta`` of the symmetrized
 periodic-conv network ``make_conv_nqs(Square(L), full_symmetry(Square(L)))``, computed by
-``quantax_lite.jacobian(log_psi, params, samples, chunk_size=c)`` inside one ``jax.jit``
-traced in ``quantax_lite.tuning.override(conv_form=conv, jacobian_shard_batch=...)``
+``quantax_lite.optimizer.log_derivatives(log_psi, params, samples, chunk_size=c)`` inside one ``jax.jit``
+traced in ``quantax_lite.utils.tuning.override(conv_form=conv, jacobian_shard_batch=...)``
 (the convolution form and the sharding mode are speed choices of the library, read when
 the program is traced), for
 
@@ -223,7 +223,8 @@ def make_network(L: int, channels: int | None, depth: int | None, dtype: str, me
     evaluates it is traced (``conv`` of :func:`compile_jacobian`)."""
     import jax.numpy as jnp
 
-    from quantax_lite import Square, full_symmetry, make_conv_nqs, tuning
+    from quantax_lite import Square, full_symmetry, make_conv_nqs
+    from quantax_lite.utils import tuning
 
     lattice = Square(L)
     with tuning.override(merge_translations=bool(merge)):
@@ -255,7 +256,8 @@ def lower_jacobian(log_psi, params, samples, mesh, chunk_size, shard_batch, conv
     mesh's own; needed when ``mesh`` is an ``AbstractMesh`` (no devices to take it from)."""
     import jax
 
-    from quantax_lite import jacobian, tuning
+    from quantax_lite import jacobian
+    from quantax_lite.utils import tuning
 
     with tuning.override(conv_form=conv, jacobian_shard_batch=bool(shard_batch)):
         # a fresh function per case: jit caches traces by function identity
@@ -304,7 +306,7 @@ def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, l
       log_psi, params: the network.
       samples: (N, n_sites) configurations placed sample-sharded on ``mesh``.
       mesh: the device mesh (its size is the device count D).
-      chunk_size: passed to ``quantax_lite.jacobian``.
+      chunk_size: passed to ``quantax_lite.optimizer.log_derivatives``.
       shard_batch, conv: the speed choices ``jacobian_shard_batch`` and ``conv_form`` the
         program is traced with (:func:`compile_jacobian`).
       repeat: timed calls after one warm-up call (the median is reported); a warm-up that
@@ -1052,7 +1054,7 @@ def tpu_unavailable(name: str) -> str | None:
 def _library_matmul_precision() -> str | None:
     """The matrix-product precision the library traces its programs with here."""
     try:
-        from quantax_lite import tuning
+        from quantax_lite.utils import tuning
 
         return str(tuning.current().matmul_precision)
     except Exception:  # an older or newer tuning module

@@ -10,7 +10,7 @@ takes a finished run folder (``--run``), then on the trained network:
   configurations with |psi|^2 < t max|psi|^2, and their total probability);
 * sampled, from the same fresh chains: the step estimated on samples of psi alone
   (``from_psi_samples``) and on samples of the Lanczos state itself (``sampled``:
-  ``quantax_lite.lanczos.lanczos_sampled``, what ``quantax-lite measure --lanczos`` does),
+  ``quantax_lite.observables.lanczos.lanczos_sampled``, what ``quantax-lite measure --lanczos`` does),
   each with its jackknife error bar and wall time.
 
     python benchmarks/lanczos.py [--row j1j2_4x4] [--iters 600] [--samples 4096] [--seed 0]
@@ -43,7 +43,7 @@ def dense_lanczos(run, params) -> dict:
     import numpy as np
     import scipy.linalg
 
-    from quantax_lite.hilbert import all_states
+    from quantax_lite.hilbert.configurations import all_states
 
     n = run.lattice.n_sites
     states = all_states(n, 0 if run.hamiltonian.conserves_sz else None)
@@ -79,8 +79,8 @@ def sampled_lanczos(run, state, n_samples: int, seed: int) -> dict:
     """The step from fresh samples of psi alone and from samples of its own state."""
     import jax
 
-    from quantax_lite.draws import draw_samples
-    from quantax_lite.lanczos import lanczos_record, lanczos_sampled
+    from quantax_lite.driver.draws import draw_samples
+    from quantax_lite.observables.lanczos import lanczos_record, lanczos_sampled
     from quantax_lite.recipes import seed_key
 
     n_sites = run.lattice.n_sites
@@ -138,9 +138,10 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     from _common import platform_info
 
-    from quantax_lite import cli, tuning
+    from quantax_lite.cli import command as cli
+    from quantax_lite.utils import tuning
     from quantax_lite.recipes import load_run
-    from quantax_lite.run_folder import list_checkpoints
+    from quantax_lite.driver.run_folder import list_checkpoints
 
     tuning.configure_x64()  # as the command: float64 solves on CPUs (a run's checkpoint holds them)
 

@@ -4,9 +4,9 @@ System: the 6x6 J1-J2 Heisenberg model (J2 = 0.5, Marshall sign) with the symmet
 convolutional network of ``quantax_lite.make_conv_nqs`` (full symmetry group:
 translations x C4v x spin inversion, 576 elements, merged to 16 images per sample, the
 library's default; ``--no-merge`` builds it in
-``quantax_lite.tuning.override(merge_translations=False)``).
+``quantax_lite.utils.tuning.override(merge_translations=False)``).
 
-The speed choices compared are set with ``quantax_lite.tuning.override`` around building
+The speed choices compared are set with ``quantax_lite.utils.tuning.override`` around building
 and compiling: ``--conv`` is the convolution form (``conv_form``; default ``gather``,
 ``auto`` is the library's own choice).
 
@@ -38,7 +38,7 @@ import platform
 import sys
 import time
 
-# "auto" and quantax_lite.tuning.CONV_FORMS (not imported here: jax must not be loaded
+# "auto" and quantax_lite.utils.tuning.CONV_FORMS (not imported here: jax must not be loaded
 # before simulate_cpu_devices)
 CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
 
@@ -72,7 +72,7 @@ def main(argv=None):
 
     jax.config.update("jax_enable_x64", True)  # float64 matrix elements and energies
 
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
 
     # the network, the probe and every local-energy program are built and traced here
     with tuning.override(conv_form=args.conv, merge_translations=not args.no_merge):

@@ -3,7 +3,7 @@
 Model: ``quantax_lite.make_conv_nqs(Square(6), full_symmetry(Square(6)))`` -- the
 default 6x6 architecture (16 channels, depth 4, kernel 3: 18752 parameters) projected on
 translations x C4v x spin inversion (576 elements). Variant "full" is built in
-``quantax_lite.tuning.override(merge_translations=False)`` (576 network images per
+``quantax_lite.utils.tuning.override(merge_translations=False)`` (576 network images per
 sample); variant "merged" is the library's default, merged over translations (16 images
 per sample, the same log psi up to rounding), measured too unless ``--no-merged``.
 The convolution form is ``--conv`` (``tuning.override(conv_form=...)`` around building
@@ -53,7 +53,7 @@ import platform
 import sys
 import time
 
-# "auto" and quantax_lite.tuning.CONV_FORMS (not imported here: jax must not be loaded
+# "auto" and quantax_lite.utils.tuning.CONV_FORMS (not imported here: jax must not be loaded
 # before simulate_cpu_devices)
 CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
 
@@ -88,7 +88,7 @@ def main(argv=None):
 
     jax.config.update("jax_enable_x64", True)
 
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
 
     # the networks and every forward program are built and traced in the override
     with tuning.override(conv_form=args.conv):
@@ -108,7 +108,8 @@ def forward_table(args):
     import jax.numpy as jnp
     import numpy as np
 
-    from quantax_lite import Square, count_params, full_symmetry, make_conv_nqs, tuning
+    from quantax_lite import Square, count_params, full_symmetry, make_conv_nqs
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import chunk_map, make_mesh, replicated_sharding, shard_batch_array
 
     if args.quick:
@@ -250,7 +251,8 @@ def per_sample_gradient_table(args):
     import jax.numpy as jnp
     import numpy as np
 
-    from quantax_lite import Square, make_conv_nqs, tuning
+    from quantax_lite import Square, make_conv_nqs
+    from quantax_lite.utils import tuning
 
     n = args.grad_samples
     rng = np.random.default_rng(1)

@@ -85,7 +85,8 @@ def _timed_steps(step, wait, warmup: int, repeats: int) -> dict:
 def run_quantax_lite(n_samples: int, warmup: int, repeats: int, diag_shift: float) -> dict:
     import jax
 
-    from quantax_lite import Recipe, build, tuning
+    from quantax_lite import Recipe, build
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import limit_blas_threads
 
     tuning.configure_x64()  # as `quantax-lite train` runs (float64 SR solve on CPUs)

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import detect_backend, platform_info  # noqa: E402
 from accuracy import SYSTEMS  # noqa: E402
 
-from quantax_lite.run_folder import read_log  # noqa: E402
+from quantax_lite.driver.run_folder import read_log  # noqa: E402
 from quantax_lite.utils.files import atomic_write  # noqa: E402
 
 DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "reproducibility.json")
@@ -123,7 +123,7 @@ def _run(opts: list, out: str, iters: int, resume: bool = False) -> None:
 
 
 def _read(out: str) -> tuple[list[dict], dict, dict]:
-    from quantax_lite.checkpoint import read_latest_checkpoint
+    from quantax_lite.driver.checkpoint import read_latest_checkpoint
 
     arrays, _, _ = read_latest_checkpoint(out)
     with open(os.path.join(out, "summary.json")) as fh:

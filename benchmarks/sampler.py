@@ -3,7 +3,7 @@
 The network is the project's default for the lattice: ``quantax_lite.make_conv_nqs(lattice,
 full_symmetry(lattice))`` (6x6: ConvResNet C=16, depth 4, k=3, 18752 parameters,
 projected on the 576-element group, evaluated on 16 images per sample: merged over
-translations), with the library's own speed choices (``quantax_lite.tuning``). Every
+translations), with the library's own speed choices (``quantax_lite.utils.tuning``). Every
 proposal evaluates log_psi on the whole chain batch, so one sweep costs ``sweep_size``
 (default n_sites) network evaluations of n_chains states.
 

@@ -6,7 +6,7 @@ run each may differ by their seeds alone. This script trains one row of
 ``benchmarks/accuracy.py`` (its options, with ``--iters`` and ``--eval-samples`` of its own)
 once per seed and per tuning record, and reports each run's relative error from fresh
 samples and, per tuning, the median, smallest and largest. ``--tunings cpu tpu`` also runs
-every seed under the library's "tpu" record on this CPU (``quantax_lite.tuning``: float32
+every seed under the library's "tpu" record on this CPU (``quantax_lite.utils.tuning``: float32
 device programs, the SR solve by refined Cholesky, unpacked local energies), which tells
 that record's numerics from the seeds; the chip's own arithmetic and random draws differ
 from the CPU's.
@@ -45,9 +45,10 @@ def with_option(args: list[str], name: str, value) -> list[str]:
 
 def train_one(options: list[str], out: str, tuning_name: str) -> tuple[int, dict | None]:
     """Train ``options`` into the fresh run folder ``out`` under the tuning record
-    ``tuning_name`` (:func:`quantax_lite.tuning.for_backend`): the command's exit status and
+    ``tuning_name`` (:func:`quantax_lite.utils.tuning.for_backend`): the command's exit status and
     the run's summary (None where it wrote none)."""
-    from quantax_lite import cli, tuning
+    from quantax_lite.cli import command as cli
+    from quantax_lite.utils import tuning
 
     with tuning.using(tuning.for_backend(tuning_name)):
         status = cli.main(["train", *options, "--out", out, "--no-progress", "--restart"])
@@ -68,8 +69,8 @@ def check_args(parser: argparse.ArgumentParser, args, extra: list[str], systems:
     option) for a row not in ``systems`` or an accelerator row, steps or samples below one,
     repeated or negative seeds, repeated tunings, another backend's record on an accelerator,
     or options after ``--`` that the train command would refuse."""
-    from quantax_lite import tuning
-    from quantax_lite.options import build_parser
+    from quantax_lite.utils import tuning
+    from quantax_lite.cli.options import build_parser
 
     if args.row not in systems:
         parser.error(f"--row: expected one of {', '.join(sorted(systems))}, got {args.row!r}")

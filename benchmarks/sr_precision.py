@@ -37,8 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _common import platform_info, step_parts  # noqa: E402
-from quantax_lite import Recipe, build, run, tuning  # noqa: E402
-from quantax_lite.sr import sr_direction  # noqa: E402
+from quantax_lite import Recipe, build, run
+from quantax_lite.utils import tuning  # noqa: E402
+from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction  # noqa: E402
 
 SHIFTS = (1e-4, 1e-3)
 

@@ -16,7 +16,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from quantax_lite import Recipe, build, tuning  # noqa: E402
+from quantax_lite import Recipe, build
+from quantax_lite.utils import tuning  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
 
 

@@ -47,7 +47,7 @@ def read_run(folder: str) -> tuple[list[dict], dict, list[int] | None]:
     ``benchmarks/accuracy.py``'s list of windows) of the run folder ``folder``;
     ``ValueError`` naming it when its log holds no step."""
     from accuracy import WINDOWS, read_windows
-    from quantax_lite.run_folder import read_log  # drops a torn last line
+    from quantax_lite.driver.run_folder import read_log  # drops a torn last line
 
     log = read_log(os.path.join(folder, "log.jsonl"))
     if not log:

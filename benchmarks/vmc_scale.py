@@ -461,7 +461,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from quantax_lite import tuning
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import limit_blas_threads
 
     tuning.configure_x64()  # as `quantax-lite train` runs

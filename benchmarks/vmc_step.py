@@ -24,7 +24,7 @@ import sys
 
 import jax
 
-from quantax_lite import tuning  # noqa: E402
+from quantax_lite.utils import tuning  # noqa: E402
 
 tuning.configure_x64()  # float64 SR solve on CPUs, as `quantax-lite train` runs; float32 on accelerators
 

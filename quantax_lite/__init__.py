@@ -1,6 +1,16 @@
 """quantax_lite: neural quantum states in JAX, built around one batching engine.
 
-The public API, by topic (each lives in a small module of its own):
+The package is a folder per concept, bottom up (a folder imports only from those above it
+in this list): ``utils`` (checks, errors, speed choices, :func:`chunk_map`, meshes),
+``hilbert`` (configurations), ``geometry`` (lattices, symmetry groups), ``operators``
+(Hamiltonians, local operators, sign rules), ``exact`` (exact diagonalization and
+dynamics, reference energies), ``hamiltonians`` (the named models), ``models``
+(networks), ``sampler``, ``stats``, ``optimizer`` (Jacobians, SR, preconditioners),
+``observables`` (and one Lanczos step), ``driver`` (VMC, checkpoints, run folders),
+``evolution`` (TDVP), ``recipes`` (a complete run from physics choices) and ``cli`` (the
+``quantax-lite`` command).
+
+The names most used are re-exported here, by topic:
 
 - batching and devices: :func:`chunk_map`, :func:`make_mesh`, :func:`make_precompile_mesh`
 - lattices and symmetry: :class:`Lattice`, :func:`Chain`, :func:`Square`, :class:`Symmetry`,
@@ -19,53 +29,50 @@ The public API, by topic (each lives in a small module of its own):
   instead of samples), :class:`LocalFlip`, :class:`Exchange`, :class:`Mixture`,
   :func:`statistics`, :func:`exact_statistics`
 - observables: :class:`LocalOperator` and :func:`sx`, :func:`sy`, :func:`sz`, :func:`sp`,
-  :func:`sm`, :func:`spin_dot`, :func:`bond_sum`, :func:`spin_dot_sum`
-  (:mod:`quantax_lite.spin_operators`); :func:`expect`, :func:`spin_correlations`,
-  :func:`structure_factor`, :func:`correlation_vs_distance`, :func:`dimer_correlations`,
-  :func:`measure` (:mod:`quantax_lite.observables`)
-- optimization: :func:`jacobian`, :func:`sr_direction`, :func:`natural_gradient`, and
-  :class:`Preconditioner` (``quantax_lite.preconditioners.sr``, ``spring``, ``gradient``;
-  not re-exported here, where ``quantax_lite.sr`` is the SR module; likewise
-  ``quantax_lite.natural_gradient`` here is the function, the module of the same name
-  is ``sys.modules["quantax_lite.natural_gradient"]``)
+  :func:`sm`, :func:`spin_dot`, :func:`bond_sum`, :func:`spin_dot_sum`; :func:`expect`,
+  :func:`spin_correlations`, :func:`structure_factor`, :func:`correlation_vs_distance`,
+  :func:`dimer_correlations`, :func:`measure`
+- optimization: :func:`jacobian`, :func:`make_jacobian`, :func:`sr_direction`,
+  :func:`natural_gradient`, :class:`Preconditioner` (its instances ``sr``, ``spring``,
+  ``gradient`` in :mod:`quantax_lite.optimizer.preconditioners`)
 - the recipe: :class:`Recipe`, :func:`build` (a complete, fast run from physics choices),
   :func:`load_run` (a command-line run rebuilt from its folder); :func:`save_params`,
   :func:`load_params` (a trained wavefunction on disk)
 - the driver: :class:`VMC` (``chunk_size="auto"``: chunks within a memory budget,
-  :class:`ChunkSizes`; :mod:`quantax_lite.memory`), :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
+  :class:`ChunkSizes`), :func:`run`, :class:`Diverged`, :func:`energy_estimate`,
   :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_latest_checkpoint`,
   :func:`lock_run_folder`
 """
-from .exact import exact_expectation, ground_state, ground_state_energy
-from .hilbert import all_states, random_states
-from .jacobian import jacobian, make_jacobian
-from .lattice import Chain, Lattice, Square
-from .lattice import Honeycomb, Kagome, Triangular
-from .models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
-from .models import kernel_reach
-from .operators import (
+from quantax_lite.exact.diagonalization import exact_expectation, ground_state, ground_state_energy
+from quantax_lite.hilbert.configurations import all_states, random_states
+from quantax_lite.optimizer.log_derivatives import jacobian, make_jacobian
+from quantax_lite.geometry.lattice import Chain, Lattice, Square
+from quantax_lite.geometry.lattice import Honeycomb, Kagome, Triangular
+from quantax_lite.models import RBM, ConvResNet, Symmetrized, count_params, make_conv_nqs, make_rbm_nqs
+from quantax_lite.models import kernel_reach
+from quantax_lite.operators.hamiltonian import (
     BondHamiltonian, Heisenberg, SpinHamiltonian, TransverseFieldIsing, local_energy, make_local_energy,
 )
-from .sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
-from .sampler import FullSumSampler
-from .preconditioners import Preconditioner
-from .recipes import LoadedRun, Recipe, build, load_run
-from .recipes import switch_stage
-from .natural_gradient import natural_gradient
-from .sr import sr_direction
-from .stats import Stats, exact_statistics, statistics
-from .spin_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
-from .observables import (
+from quantax_lite.sampler import Exchange, ExactSampler, LocalFlip, MetropolisSampler, Mixture, Sampler, TransitionRule, per_chain
+from quantax_lite.sampler import FullSumSampler
+from quantax_lite.optimizer.preconditioners import Preconditioner
+from quantax_lite.recipes import LoadedRun, Recipe, build, load_run
+from quantax_lite.recipes import switch_stage
+from quantax_lite.optimizer.update import natural_gradient
+from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
+from quantax_lite.stats.chains import Stats, exact_statistics, statistics
+from quantax_lite.operators.local_operators import LocalOperator, bond_sum, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz
+from quantax_lite.observables import (
     correlation_vs_distance, dimer_correlations, expect, measure, spin_correlations, structure_factor,
 )
-from .symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
-from .symmetry import allowed_momenta, point_group_kind
-from .symmetry import little_group, rotation_characters
-from .utils import chunk_map, make_mesh, make_precompile_mesh
-from .run_folder import RunFolderBusy, lock_run_folder
-from .wavefunction_io import load_params, save_params
-from .checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
-from .vmc import VMC, ChunkSizes, Diverged, VMCState, energy_estimate, run
+from quantax_lite.geometry.symmetry import Symmetry, full_symmetry, point_group, product, spin_inversion, translations
+from quantax_lite.geometry.symmetry import allowed_momenta, point_group_kind
+from quantax_lite.geometry.symmetry import little_group, rotation_characters
+from quantax_lite.utils import chunk_map, make_mesh, make_precompile_mesh
+from quantax_lite.driver.run_folder import RunFolderBusy, lock_run_folder
+from quantax_lite.driver.wavefunction_io import load_params, save_params
+from quantax_lite.driver.checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
+from quantax_lite.driver.vmc import VMC, ChunkSizes, Diverged, VMCState, energy_estimate, run
 
 __version__ = "0.1.0"
 

@@ -1,6 +1,6 @@
 """``python -m quantax_lite train ...``: the same as the ``quantax-lite`` command."""
 import sys
 
-from .cli import main
+from quantax_lite.cli.command import main
 
 sys.exit(main())

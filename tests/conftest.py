@@ -20,7 +20,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("QUANTAX_LITE_AUTOTUNE", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "quantax_lite_test_jax_cache"))
 if not os.environ["JAX_COMPILATION_CACHE_DIR"]:
-    # no cache: nor the command's own (quantax_lite.compile_cache), which would fill ~/.cache
+    # no cache: nor the command's own (quantax_lite.utils.compile_cache), which would fill ~/.cache
     os.environ.setdefault("QUANTAX_LITE_COMPILE_CACHE", "0")
 else:  # the command leaves a cache set up with JAX's own option as it is
     # every program, however small or quick to compile

@@ -1,4 +1,4 @@
-"""The precision policy per backend (quantax_lite.tuning), checked on the CPU.
+"""The precision policy per backend (quantax_lite.utils.tuning), checked on the CPU.
 
 CI has no accelerator, so what a TPU (or GPU) run relies on is checked here through what
 it guarantees: the programs lowered for "tpu" under ``tuning.for_backend("tpu")`` hold no
@@ -16,10 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import Recipe, build, tuning
+from quantax_lite import Recipe, build
+from quantax_lite.utils import tuning
 from quantax_lite.observables import _moved_values_fn
-from quantax_lite.sr import solve_psd, sr_direction
-from quantax_lite.vmc import ChunkSizes, energy_estimate, run
+from quantax_lite.optimizer.stochastic_reconfiguration import solve_psd, sr_direction
+from quantax_lite.driver.vmc import ChunkSizes, energy_estimate, run
 
 WIDE = re.compile(r"\b(f64|complex<f64>)\b")
 SPECTRAL = re.compile(r"eigh|svd|Eigh|Svd|syevd|gesvd", re.I)
@@ -93,7 +94,7 @@ def test_local_energy_chunks_split_the_samples_evenly():
     """A preferred chunk that does not divide the samples is shrunk to as many equal
     chunks (the last chunk is padded to the chunk size: 1024 samples in chunks of 248
     evaluated 1240 rows)."""
-    from quantax_lite.vmc import _even_chunk
+    from quantax_lite.driver.vmc import _even_chunk
 
     assert _even_chunk(248, 1024) == 205 and 5 * 205 >= 1024
     assert _even_chunk(256, 1024) == 256 and _even_chunk(None, 1024) is None and _even_chunk(2000, 1024) == 2000
@@ -274,7 +275,7 @@ def test_lanczos_programs_lowered_for_tpu():
     the Lanczos state's sampler) hold no float64 on the chip, with a float32 network."""
     import dataclasses as dc
 
-    from quantax_lite.lanczos import LanczosState, _connections_program
+    from quantax_lite.observables.lanczos import LanczosState, _connections_program
 
     with tuning.using(tuning.for_backend("tpu")):
         r = build(Recipe(lattice="4x4", hamiltonian="j1j2", samples=64))

@@ -28,9 +28,9 @@ import math
 import numpy as np
 import pytest
 
-from quantax_lite.exact import exact_expectation, ground_state_energy
+from quantax_lite.exact.diagonalization import exact_expectation, ground_state_energy
 from quantax_lite.recipes import Recipe, build
-from quantax_lite.vmc import energy_estimate, run
+from quantax_lite.driver.vmc import energy_estimate, run
 
 # name -> (recipe fields, steps, measured relative error, asserted bound)
 CASES = {

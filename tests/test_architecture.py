@@ -1,43 +1,48 @@
-"""The package's import graph: no cycles, no private names across modules, layers in order.
+"""The package's import graph: no cycles, no private names across modules, folders in order.
 
 The modules are read with ``ast`` (nothing is imported or run). Every import of a module
-of the package counts, at module level and inside functions. The layers are those of
-``docs`` / the design notes: a module imports only from its own layer or a lower-numbered
-one. A new module gets a line in ``LAYERS`` (its honest place); an exception gets a line
-in ``ALLOWED_UPWARD`` with its reason.
+of the package counts, at module level and inside functions. Every module lives in a
+folder named for its concept (the root holds only the package's face), and the folders
+are floors, in the order of ``FOLDERS`` (the layers of the design notes, bottom up): a
+module imports only from its own folder or a folder below it. A new folder gets its
+honest place in ``FOLDERS``; an exception gets a line in ``ALLOWED_UPWARD`` with its reason.
 """
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
+import pkgutil
+import types
 from dataclasses import dataclass
 
 PACKAGE = "quantax_lite"
 ROOT = pathlib.Path(__file__).resolve().parent.parent / PACKAGE
 
-# Layer of each module (a package's entry covers its submodules; the longest prefix wins).
-LAYERS = {
-    # L0 foundations: checks, speed and precision choices, batching, meshes, files
-    "_validate": 0, "errors": 0, "tuning": 0, "autotune": 0, "compile_cache": 0, "utils": 0,
-    # L1 physics
-    "lattice": 1, "hilbert": 1, "symmetry": 1, "operators": 1, "spin_operators": 1, "exact": 1,
-    "sign_rules": 1, "references": 1, "ground_sector": 1, "brillouin": 1, "hamiltonians": 1,
-    # L2 ansatz
-    "models": 2,
-    # L3 estimation
-    "sampler": 3, "stats": 3, "estimates": 3, "jacobian": 3, "_blocked": 3, "sr": 3, "preconditioners": 3,
-    "natural_gradient": 3, "observables": 3, "lanczos": 3,
-    # L4 driver
-    "memory": 4, "checkpoint": 4, "run_folder": 4, "vmc": 4, "draws": 4, "wavefunction_io": 4, "warm_start": 4,
-    "evolution": 4,  # TDVP: the equation, regularizations, integrators and the loop, beside the VMC driver
-    # L5 recipe
-    "recipes": 5,
-    # L6 application
-    # (training and measure_run run a recipe in a run folder and write its report)
-    "cli": 6, "options": 6, "report": 6, "training": 6, "measure_run": 6, "__main__": 6,
-    "evolve_run": 6,  # quantax-lite evolve: TDVP of a recipe's network in a run folder
-}
-API = 7  # the package's __init__: re-exports everything; nothing inside imports it
+# The folders, bottom up (each imports only from itself and those before it), with the
+# layer of the design notes each belongs to.
+FOLDERS = [
+    "utils",  # L0 foundations: checks, errors, speed choices, batching (chunk_map), meshes, files
+    "hilbert",  # L1 physics: spin configurations and sectors
+    "geometry",  # L1: lattices, symmetry groups, Brillouin zones
+    "operators",  # L1: the Hamiltonian contract, bond Hamiltonians, local operators, sign rules
+    "exact",  # L1: exact diagonalization and dynamics, reference energies
+    "hamiltonians",  # L1: the registry of named models
+    "models",  # L2 ansatz: networks, heads, symmetrization, their registry
+    "sampler",  # L3 estimation: Metropolis and exact samplers, transition rules
+    "stats",  # L3: Markov-chain statistics, estimates from a run's history
+    "optimizer",  # L3: per-sample Jacobians, SR / MinSR, preconditioners, the update
+    "observables",  # L3: observables, their registry, one Lanczos step
+    "driver",  # L4 driver: VMC, memory budget, draws, checkpoints, run folders, warm starts
+    "evolution",  # L4: time evolution (TDVP), beside the VMC driver
+    "recipes",  # L5 recipe: physics choices to a complete run
+    "cli",  # L6 application: the command, its options, training / measure / evolve, reports
+]
+# the modules of the root: the package's face
+ROOT_MODULES = {"__init__", "__main__"}
+MAX_ROOT_MODULES = 6
+MAIN = len(FOLDERS)  # __main__: runs the command
+API = len(FOLDERS) + 1  # the package's __init__: re-exports everything; nothing inside imports it
 
 # (importer, imported) pairs allowed against the layer order, each with its reason.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
@@ -93,14 +98,13 @@ def _imports(modules: dict[str, pathlib.Path]) -> list[Import]:
 
 
 def _layer(module: str) -> int | None:
+    """The floor of ``module``: its folder's place in ``FOLDERS`` (None: not in a folder listed)."""
     if module == PACKAGE:
         return API
     parts = module.split(".")[1:]
-    for n in range(len(parts), 0, -1):
-        key = ".".join(parts[:n])
-        if key in LAYERS:
-            return LAYERS[key]
-    return None
+    if parts == ["__main__"]:
+        return MAIN
+    return FOLDERS.index(parts[0]) if parts[0] in FOLDERS and len(parts) > 1 or parts[0] in FOLDERS else None
 
 
 def _graph(modules, imports) -> dict[str, set[str]]:
@@ -172,12 +176,37 @@ MODULES = _modules()
 IMPORTS = _imports(MODULES)
 
 
-def test_every_module_has_a_layer():
+def test_every_module_is_in_a_folder_of_the_plan():
     missing = sorted(m for m in MODULES if _layer(m) is None)
-    assert not missing, f"give these modules a layer in LAYERS of tests/test_architecture.py: {missing}"
-    stale = sorted(k for k in LAYERS if not any(m == f"{PACKAGE}.{k}" or m.startswith(f"{PACKAGE}.{k}.")
-                                                 for m in MODULES))
-    assert not stale, f"LAYERS names modules that do not exist: {stale}"
+    assert not missing, f"move these modules into a folder of FOLDERS (tests/test_architecture.py): {missing}"
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(FOLDERS), f"folders not in FOLDERS: {sorted(folders - set(FOLDERS))}; " \
+                                    f"FOLDERS without a folder: {sorted(set(FOLDERS) - folders)}"
+
+
+def test_the_root_holds_only_the_package_face():
+    root = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert set(root) == ROOT_MODULES and len(root) <= MAX_ROOT_MODULES, root
+
+
+def _packages() -> list[str]:
+    return sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
+
+
+def test_no_name_is_both_a_module_and_something_else():
+    """For every package and every module inside it, the package's attribute of that name
+    is the module (a function of the same name would hide it)."""
+    bad = []
+    for name in _packages():
+        package = importlib.import_module(name)
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name == "__main__":  # importing it runs the command
+                continue
+            importlib.import_module(f"{name}.{info.name}")
+            value = getattr(package, info.name)
+            if not isinstance(value, types.ModuleType):
+                bad.append(f"{name}.{info.name} is a module and a {type(value).__name__}")
+    assert not bad, "\n".join(bad)
 
 
 def test_imports_resolve_to_modules_of_the_package():
@@ -216,7 +245,7 @@ def test_imports_follow_the_layers():
             continue
         lo, hi = _layer(i.target), _layer(i.importer)
         if lo is not None and hi is not None and lo > hi and (i.importer, i.target) not in ALLOWED_UPWARD:
-            bad.append(f"{i.importer} (L{hi}):{i.line} imports {i.target} (L{lo})")
+            bad.append(f"{i.importer} (floor {hi}):{i.line} imports {i.target} (floor {lo})")
     assert not bad, "imports against the layer order:\n" + "\n".join(bad)
     unused = [k for k in ALLOWED_UPWARD if not any((i.importer, i.target) == k for i in IMPORTS)]
     assert not unused, f"ALLOWED_UPWARD entries no longer needed: {unused}"

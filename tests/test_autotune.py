@@ -1,4 +1,4 @@
-"""quantax_lite.autotune: the fastest candidate is picked, cached per machine and
+"""quantax_lite.utils.autotune: the fastest candidate is picked, cached per machine and
 version, skipped when off, and failures are left out."""
 import json
 import os
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import autotune
+from quantax_lite.utils import autotune
 
 
 @pytest.fixture(autouse=True)
@@ -286,7 +286,8 @@ def test_conv_form_for_times_the_forms_and_keeps_the_function(tmp_path, monkeypa
     cache, and the network computes the same log psi as with the width rule."""
     import jax.numpy as jnp
 
-    from quantax_lite import Square, make_conv_nqs, tuning, translations
+    from quantax_lite import Square, make_conv_nqs, translations
+    from quantax_lite.utils import tuning
     from quantax_lite.models.conv import _TIMED_FORMS, conv_form_for
 
     monkeypatch.setenv("QUANTAX_LITE_AUTOTUNE", "1")

@@ -216,7 +216,8 @@ def test_accelerator_suite_quick_end_to_end(tmp_path):
 
 
 def test_accuracy_rows_are_valid_recipes_and_convergence_is_relative_error(tmp_path):
-    from quantax_lite import Recipe, cli
+    from quantax_lite import Recipe
+    from quantax_lite.cli import command as cli
 
     accuracy = load("accuracy")
     for name, spec in accuracy.SYSTEMS.items():
@@ -507,7 +508,7 @@ def test_accuracy_flags_an_energy_below_exact_as_an_estimator_bug():
 
 
 def _fake_train(energy_of):
-    """A stand-in for ``quantax_lite.cli.main``: writes the run folder accuracy.py reads."""
+    """A stand-in for ``quantax_lite.cli.command.main``: writes the run folder accuracy.py reads."""
     def train(argv):
         out = pathlib.Path(argv[argv.index("--out") + 1])
         out.mkdir(parents=True, exist_ok=True)
@@ -536,11 +537,11 @@ def _plots_recorded(monkeypatch, accuracy, tmp_path):
 
 
 def test_accuracy_reports_a_row_below_exact_in_json_and_table(tmp_path, monkeypatch, capsys):
-    import quantax_lite.cli
+    import quantax_lite.cli.command
 
     accuracy = load("accuracy")
     monkeypatch.setattr(accuracy, "DEFAULT_JSON", str(tmp_path / "results" / "accuracy.json"))
-    monkeypatch.setattr(quantax_lite.cli, "main", _fake_train(lambda exact: (exact - 5e-3, 1e-4)))
+    monkeypatch.setattr(quantax_lite.cli.command, "main", _fake_train(lambda exact: (exact - 5e-3, 1e-4)))
     drawn = _plots_recorded(monkeypatch, accuracy, tmp_path)
     out = tmp_path / "elsewhere" / "one.json"
     accuracy.main(["--only", "heisenberg_4x4", "--out", str(tmp_path / "runs"), "--json", str(out)])
@@ -557,7 +558,7 @@ def test_accuracy_reports_a_row_below_exact_in_json_and_table(tmp_path, monkeypa
 
 
 def test_accuracy_writes_the_committed_results_only_when_asked(tmp_path, monkeypatch):
-    import quantax_lite.cli
+    import quantax_lite.cli.command
 
     accuracy = load("accuracy")
     committed = str(pathlib.Path(accuracy.__file__).parent / "results" / "accuracy")
@@ -568,7 +569,7 @@ def test_accuracy_writes_the_committed_results_only_when_asked(tmp_path, monkeyp
     assert accuracy.output_paths(True, "x/a.json", "y.png") == ("x/a.json", "y.png")
 
     monkeypatch.setattr(accuracy, "DEFAULT_JSON", str(tmp_path / "results" / "accuracy.json"))
-    monkeypatch.setattr(quantax_lite.cli, "main", _fake_train(lambda exact: (exact + 1e-5, 1e-5)))
+    monkeypatch.setattr(quantax_lite.cli.command, "main", _fake_train(lambda exact: (exact + 1e-5, 1e-5)))
     drawn = _plots_recorded(monkeypatch, accuracy, tmp_path)
     run = ["--only", "heisenberg_4x4", "--out", str(tmp_path / "runs")]
     accuracy.main(run + ["--quick"])  # a quick run writes nothing
@@ -675,10 +676,10 @@ def test_accuracy_names_a_stage_the_run_did_not_reach():
 
 
 def test_accuracy_rows_record_their_host(tmp_path, monkeypatch):
-    import quantax_lite.cli
+    import quantax_lite.cli.command
 
     accuracy = load("accuracy")
-    monkeypatch.setattr(quantax_lite.cli, "main", _fake_train(lambda exact: (exact + 1e-5, 1e-5)))
+    monkeypatch.setattr(quantax_lite.cli.command, "main", _fake_train(lambda exact: (exact + 1e-5, 1e-5)))
     monkeypatch.setattr(accuracy, "plot_convergence", lambda curves, path: None)
     out = tmp_path / "a.json"
     accuracy.main(["--only", "heisenberg_4x4", "--out", str(tmp_path / "runs"), "--json", str(out)])

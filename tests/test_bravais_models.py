@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import tuning
-from quantax_lite.lattice import Chain, Honeycomb, Kagome, Square, Triangular
+from quantax_lite.utils import tuning
+from quantax_lite.geometry.lattice import Chain, Honeycomb, Kagome, Square, Triangular
 from quantax_lite.models import (
     ConvResNet, conv_param_count, count_params, kernel_reach, make_conv_nqs, merge_translation_images,
     translation_perms,
@@ -237,7 +237,7 @@ def test_merging_uses_whole_cell_translations(rng):
 
 
 def test_symmetry_of_another_lattice_and_bad_n_basis_are_rejected():
-    from quantax_lite.symmetry import translations
+    from quantax_lite.geometry.symmetry import translations
 
     with pytest.raises(ValueError, match="symmetry: built for the lattice kagome:2x2"):
         make_conv_nqs(Honeycomb(3, 2), translations(Kagome(2, 2)))
@@ -311,8 +311,8 @@ def test_recipe_marshall_sign_only_on_bipartite_lattices_and_the_whole_space_gro
 
 def test_recipe_reference_energies_and_errors_naming_the_option():
     from quantax_lite import Recipe
-    from quantax_lite.exact import ground_state_energy
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.exact.diagonalization import ground_state_energy
+    from quantax_lite.operators.hamiltonian import Heisenberg
 
     recipe = Recipe(lattice="honeycomb:3x2")
     assert recipe.reference_energy() == pytest.approx(ground_state_energy(Heisenberg(Honeycomb(3, 2))), abs=1e-10)
@@ -326,7 +326,7 @@ def test_recipe_reference_energies_and_errors_naming_the_option():
 
 
 def test_help_names_the_lattices(capsys):
-    from quantax_lite.cli import main
+    from quantax_lite.cli.command import main
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])
@@ -351,10 +351,10 @@ def test_kagome_training_starts_off_the_ferromagnet_and_descends():
     import optax
 
     from quantax_lite import Recipe
-    from quantax_lite.exact import exact_expectation, ground_state_energy
-    from quantax_lite.preconditioners import sr
+    from quantax_lite.exact.diagonalization import exact_expectation, ground_state_energy
+    from quantax_lite.optimizer.preconditioners import sr
     from quantax_lite.sampler import ExactSampler
-    from quantax_lite.vmc import VMC, run
+    from quantax_lite.driver.vmc import VMC, run
 
     recipe = Recipe(lattice="kagome:2x2", phase_rule="none")
     lattice, ham, group_ = recipe.system()

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.checkpoint import (
+from quantax_lite.driver.checkpoint import (
     FORMAT, checkpoint_path, load_checkpoint, load_latest_checkpoint, read_checkpoint_metadata, save_checkpoint,
 )
 

@@ -379,7 +379,8 @@ def test_precompile_mesh_counts_collectives_for_64_devices():
     symmetrized conv net in the lax form (its weight gradient is a convolution over the
     batch), as in benchmarks/jacobian_sharding.py. Compiled for 64 devices, the GSPMD form
     (shard_batch False) all-gathers, the shard_map form (shard_batch True) does not."""
-    from quantax_lite import Square, full_symmetry, make_conv_nqs, tuning
+    from quantax_lite import Square, full_symmetry, make_conv_nqs
+    from quantax_lite.utils import tuning
     from quantax_lite.utils import replicated_sharding
 
     mesh = make_precompile_mesh(64)

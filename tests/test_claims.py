@@ -291,7 +291,8 @@ def backed_figures() -> set[tuple[str, str]]:
             out.update((f, "") for f in list(_formats(x)) + list(_long_formats(x)))
         for token in re.findall(r"\d+(?:\.\d+)?e-?\d+", readme_table.published(r, sites)):
             out.add((normal(token), ""))
-    from quantax_lite import exact, recipes
+    from quantax_lite import recipes
+    from quantax_lite.exact import diagonalization as exact
     for table in (exact.REFERENCE_ENERGY_PER_SITE, recipes.LITERATURE_ENERGY_PER_SITE):
         for (lattice, *_), e in table.items():
             sites = recipes.parse_lattice(lattice).n_sites

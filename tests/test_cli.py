@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from quantax_lite.cli import main
-from quantax_lite.run_folder import checkpoint_path, list_checkpoints
+from quantax_lite.cli.command import main
+from quantax_lite.driver.run_folder import checkpoint_path, list_checkpoints
 
 SUMMARY_KEYS = {
     "lattice": str, "hamiltonian": str, "n_sites": int, "n_params": int, "n_samples": int,
@@ -291,7 +291,7 @@ def test_a_diverging_run_stops_with_valid_files(tmp_path, capsys):
 
 def _hold_lock(out):
     """A process that holds the run folder's lock until killed."""
-    code = ("import sys, time; from quantax_lite.run_folder import lock_run_folder\n"
+    code = ("import sys, time; from quantax_lite.driver.run_folder import lock_run_folder\n"
             "with lock_run_folder(sys.argv[1]):\n    print('locked', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, out], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
@@ -351,9 +351,9 @@ def test_tfim_with_a_negative_field_is_trained_in_a_sign_free_basis(tmp_path):
     command uses the basis rotated by prod sz (same spectrum, positive ground state), and
     a short run reaches the exact energy."""
     from quantax_lite import Recipe
-    from quantax_lite.exact import ground_state
-    from quantax_lite.lattice import Chain
-    from quantax_lite.operators import TransverseFieldIsing
+    from quantax_lite.exact.diagonalization import ground_state
+    from quantax_lite.geometry.lattice import Chain
+    from quantax_lite.operators.hamiltonian import TransverseFieldIsing
 
     def single_signed(ham):
         psi = np.real(np.asarray(ground_state(ham)[1]))

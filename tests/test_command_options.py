@@ -1,6 +1,6 @@
 """The command as a newcomer meets it: help groups, hidden legacy options, --config FILE,
 --dry-run, errors mapped to options through their field, and the library calls behind
-the command (quantax_lite.training, quantax_lite.measure_run) (8 simulated CPU devices)."""
+the command (quantax_lite.cli.training, quantax_lite.cli.measure_run) (8 simulated CPU devices)."""
 import errno
 import json
 import os
@@ -8,10 +8,10 @@ import pickle
 
 import pytest
 
-from quantax_lite import cli
-from quantax_lite.cli import main
-from quantax_lite.errors import FieldError, FieldTypeError, as_field_error, concerning
-from quantax_lite.options import GROUPS, build_parser, read_config
+from quantax_lite.cli import command as cli
+from quantax_lite.cli.command import main
+from quantax_lite.utils.errors import FieldError, FieldTypeError, as_field_error, concerning
+from quantax_lite.cli.options import GROUPS, build_parser, read_config
 from quantax_lite.recipes import Recipe
 
 TINY = ["--lattice", "chain:4", "--channels", "2", "--depth", "1", "--samples", "16", "--chains", "8",
@@ -159,7 +159,7 @@ def test_field_errors_map_to_options(err, line):
 def test_a_file_system_without_flock_trains_with_one_warning(tmp_path, monkeypatch, capsys):
     """A cluster file system without flock (ENOLCK): the run goes on without the folder's
     lock, after one warning line, and writes its summary."""
-    import quantax_lite.run_folder as run_folder
+    import quantax_lite.driver.run_folder as run_folder
 
     def no_flock(fd, op):
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
@@ -177,7 +177,7 @@ def test_a_file_system_without_flock_trains_with_one_warning(tmp_path, monkeypat
 @pytest.fixture(scope="module")
 def staged_run(tmp_path_factory):
     """A staged run trained from Python (no command), in two calls: the second resumes."""
-    from quantax_lite import training
+    from quantax_lite.cli import training
 
     out = str(tmp_path_factory.mktemp("library") / "run")
     recipe = Recipe(lattice="chain:4", channels=2, depth=1, samples=16, chains=8, eval_samples=32,
@@ -189,8 +189,8 @@ def staged_run(tmp_path_factory):
 
 
 def test_training_from_python_runs_the_stages_and_resumes(staged_run):
-    from quantax_lite import training
-    from quantax_lite.run_folder import read_log
+    from quantax_lite.cli import training
+    from quantax_lite.driver.run_folder import read_log
 
     recipe, out, first, summary, lines = staged_run
     assert training.stages(recipe) == (training.Stage("translations", 0, 16), training.Stage("full", 2, 16))
@@ -211,7 +211,7 @@ def test_training_from_python_runs_the_stages_and_resumes(staged_run):
 
 
 def test_measure_prints_its_cost_then_measures(staged_run, capsys):
-    from quantax_lite.measure_run import measure_run, network_evaluations
+    from quantax_lite.cli.measure_run import measure_run, network_evaluations
     from quantax_lite.recipes import build
 
     recipe, out, *_ = staged_run
@@ -234,8 +234,8 @@ def test_measure_prints_its_cost_then_measures(staged_run, capsys):
 
 def test_a_6x6_measure_costs_about_1e8_evaluations():
     """The figure a user sees before measuring 6x6 with the default 32768 samples."""
-    from quantax_lite.lattice import Square
-    from quantax_lite.measure_run import network_evaluations
+    from quantax_lite.geometry.lattice import Square
+    from quantax_lite.cli.measure_run import network_evaluations
 
     class Ham:
         max_conn = 72

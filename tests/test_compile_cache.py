@@ -1,4 +1,4 @@
-"""quantax_lite.compile_cache: where the command keeps compiled programs, and that a second
+"""quantax_lite.utils.compile_cache: where the command keeps compiled programs, and that a second
 run loads them and computes the same numbers."""
 import json
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from quantax_lite import compile_cache
+from quantax_lite.utils import compile_cache
 
 
 def test_the_folder_follows_the_environment(tmp_path):

@@ -1,6 +1,6 @@
 """Right by default: the recipe's 'auto' sector holds the ground state of the whole space.
 
-References computed here, independently of the search (quantax_lite.ground_sector): the
+References computed here, independently of the search (quantax_lite.exact.ground_sector): the
 whole Sz = 0 space's lowest energy by dense ``numpy.linalg.eigh`` of the plain Heisenberg
 matrix (no symmetry, no sign rule), and a sector's lowest energy from an explicit dense
 projector ``P = (1/|G|) sum_g chi_g E_g`` built by applying every element of the recipe's
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from quantax_lite import Recipe
-from quantax_lite.hilbert import all_states, states_to_codes
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
 from quantax_lite.models import conv_param_count
-from quantax_lite.operators import Heisenberg
+from quantax_lite.operators.hamiltonian import Heisenberg
 from quantax_lite.recipes import AUTO_FIELDS, FIELDS_OF_EARLIER_RUNS, parse_lattice
 
 
@@ -176,7 +176,7 @@ def test_config_records_what_auto_decided_and_round_trips():
     assert loaded.resolved() is loaded and loaded.trivial_sector()
     assert loaded.network_size() == (None, None) and loaded.optimizer_settings() == (0.0, 1e-4)
     # the command's spelling of auto
-    from quantax_lite.cli import build_parser
+    from quantax_lite.cli.command import build_parser
 
     args = build_parser().parse_args(["train", "--diag-shift", "auto", "--channels", "auto", "--sr-momentum", "0.5"])
     assert args.diag_shift == args.channels == "auto" and args.sr_momentum == 0.5
@@ -200,7 +200,7 @@ def test_a_short_default_run_trains_below_the_trivial_sector():
     import jax
 
     from quantax_lite.recipes import build
-    from quantax_lite.vmc import run
+    from quantax_lite.driver.vmc import run
 
     jax.config.update("jax_enable_x64", True)
     recipe = Recipe(lattice="triangular:4x3", sampling="exact_sum", precision="f64", lr=0.05)
@@ -221,7 +221,7 @@ def test_the_command_says_which_sector_and_records_it(tmp_path, capsys):
     lines name the sector and how it was chosen, summary.json holds it, the relative error is
     against the whole space's ground energy (dense reference), the run folder records the
     decided values (reloaded as the same recipe) and resumes with the same options."""
-    from quantax_lite.cli import main
+    from quantax_lite.cli.command import main
     from quantax_lite.recipes import recipe_of_run
 
     out = str(tmp_path / "run")
@@ -255,7 +255,7 @@ def test_kagome_2x3_default_sector():
     the whole space's (Lanczos without symmetry, plain basis), k = 0 lies 0.03 higher."""
     import scipy.sparse.linalg as spla
 
-    from quantax_lite.exact import ground_state_energy
+    from quantax_lite.exact.diagonalization import ground_state_energy
 
     lattice = parse_lattice("kagome:2x3")
     H = Heisenberg(lattice, marshall_sign=False).to_sparse(all_states(18, 0))

@@ -13,7 +13,7 @@ import os
 import shutil
 
 from quantax_lite import load_run
-from quantax_lite.cli import main
+from quantax_lite.cli.command import main
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "run_0.1.0")
 OPTIONS = ["train", "--lattice", "chain:8", "--samples", "64", "--channels", "2", "--depth", "1",

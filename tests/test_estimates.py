@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from quantax_lite.estimates import MIN_FIT_POINTS, zero_variance_extrapolation, zero_variance_from_log
+from quantax_lite.stats.estimates import MIN_FIT_POINTS, zero_variance_extrapolation, zero_variance_from_log
 
 
 def _dense_fit(e, v, err):

@@ -11,9 +11,9 @@ import os
 import numpy as np
 import pytest
 
-from quantax_lite.checkpoint import list_checkpoints
-from quantax_lite.cli import main
-from quantax_lite.run_folder import read_log
+from quantax_lite.driver.checkpoint import list_checkpoints
+from quantax_lite.cli.command import main
+from quantax_lite.driver.run_folder import read_log
 
 QUENCH = ["--initial-state", "x", "--lattice", "chain:8", "--hamiltonian", "tfim", "--h", "0.5", "--no-progress",
           # dyadic steps: a run stopped half-way lands on its t exactly
@@ -121,7 +121,7 @@ def test_a_diverging_evolution_stops_with_its_last_good_state(tmp_path, capsys):
 
 def test_a_folder_in_use_is_refused(tmp_path, capsys):
     """The folder's lock, as for train: a second run into it exits 2 and writes nothing there."""
-    from quantax_lite.run_folder import lock_run_folder
+    from quantax_lite.driver.run_folder import lock_run_folder
 
     out = tmp_path / "run"
     with lock_run_folder(out):
@@ -138,9 +138,9 @@ def test_imaginary_time_reaches_the_ground_state(tmp_path):
     simulated devices). Measured: -13.3850046 at tau = 3 on one CPU device (44 steps, 40 s),
     -13.3850053 on the suite's eight (3 minutes), against -13.3850052 (exact ground state);
     float32 networks land within about 1e-7 of it, either side."""
-    from quantax_lite.exact import ground_state
-    from quantax_lite.lattice import Chain
-    from quantax_lite.operators import TransverseFieldIsing
+    from quantax_lite.exact.diagonalization import ground_state
+    from quantax_lite.geometry.lattice import Chain
+    from quantax_lite.operators.hamiltonian import TransverseFieldIsing
 
     out = tmp_path / "tau"
     assert main(["evolve", "--out", str(out), "--initial-state", "x", "--lattice", "chain:8", "--hamiltonian", "tfim",

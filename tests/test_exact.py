@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.exact import (
+from quantax_lite.exact.diagonalization import (
     exact_expectation,
     exact_probabilities,
     ground_state,
@@ -13,10 +13,10 @@ from quantax_lite.exact import (
     sector_basis,
     sector_projector,
 )
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain, Square
-from quantax_lite.operators import Heisenberg, TransverseFieldIsing, marshall_sign
-from quantax_lite.symmetry import full_symmetry, translations
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
+from quantax_lite.operators.hamiltonian import Heisenberg, TransverseFieldIsing, marshall_sign
+from quantax_lite.geometry.symmetry import full_symmetry, translations
 
 # DESIGN.md reference table (spin-1/2 units, periodic boundaries)
 REFERENCE = {

@@ -5,10 +5,10 @@ import pytest
 import scipy.linalg
 
 from quantax_lite.exact import exact_evolution, exact_observables, ground_state
-from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import Chain
-from quantax_lite.operators import Heisenberg, TransverseFieldIsing
-from quantax_lite.spin_operators import sx, sz
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.geometry.lattice import Chain
+from quantax_lite.operators.hamiltonian import Heisenberg, TransverseFieldIsing
+from quantax_lite.operators.local_operators import sx, sz
 
 
 def _random_vector(rng, n):

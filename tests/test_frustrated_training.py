@@ -19,13 +19,13 @@ import optax
 import pytest
 
 from quantax_lite import Recipe
-from quantax_lite.exact import exact_expectation, ground_state_energy
-from quantax_lite.operators import Heisenberg
-from quantax_lite.preconditioners import sr
+from quantax_lite.exact.diagonalization import exact_expectation, ground_state_energy
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.optimizer.preconditioners import sr
 from quantax_lite.recipes import make_run_network as _network
 from quantax_lite.sampler import ExactSampler
-from quantax_lite.symmetry import point_group, product, rotation_characters, translations
-from quantax_lite.vmc import VMC, run
+from quantax_lite.geometry.symmetry import point_group, product, rotation_characters, translations
+from quantax_lite.driver.vmc import VMC, run
 
 
 def odd_under_rotation_by_pi(lattice, momentum):

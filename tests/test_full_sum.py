@@ -14,18 +14,18 @@ from jax.flatten_util import ravel_pytree
 from test_bravais_models import random_params
 
 from quantax_lite import Recipe
-from quantax_lite import symmetry as sym
-from quantax_lite.exact import exact_expectation
-from quantax_lite.hilbert import all_states, state_index, states_to_codes
-from quantax_lite.lattice import Chain, Square
+from quantax_lite.geometry import symmetry as sym
+from quantax_lite.exact.diagonalization import exact_expectation
+from quantax_lite.hilbert.configurations import all_states, state_index, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
 from quantax_lite.models import make_conv_nqs
-from quantax_lite.operators import Heisenberg
-from quantax_lite.preconditioners import Preconditioner, gradient, spring, sr
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.optimizer.preconditioners import Preconditioner, gradient, spring, sr
 from quantax_lite.sampler import FullSumSampler
 from quantax_lite.sampler.full_sum import orbit_representatives, row_local_energies
-from quantax_lite.sr import sr_direction
-from quantax_lite.stats import exact_statistics
-from quantax_lite.vmc import VMC, energy_estimate
+from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
+from quantax_lite.stats.chains import exact_statistics
+from quantax_lite.driver.vmc import VMC, energy_estimate
 
 
 def _sector(lattice, momentum, spin_parity, rotation_parity):
@@ -286,7 +286,7 @@ def test_exact_sum_run_from_the_command(tmp_path, capsys):
     import json
     import os
 
-    from quantax_lite.cli import main
+    from quantax_lite.cli.command import main
     from quantax_lite.recipes import load_run
 
     out = str(tmp_path / "run")
@@ -340,7 +340,7 @@ def test_order_parameter_from_the_representatives_is_exact(rng):
 def test_natural_gradient_takes_the_weights(rng):
     """natural_gradient(..., weights=p) on the rows is -1 x the update of the dense SR
     direction unravelled, so exact sums work without the driver too."""
-    from quantax_lite.natural_gradient import natural_gradient
+    from quantax_lite.optimizer.update import natural_gradient
 
     lattice, ham, group, model = _chain_j1j2()
     states = all_states(lattice.n_sites, 0)

@@ -12,19 +12,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.errors import FieldError
-from quantax_lite.exact import ground_state_energy
+from quantax_lite.utils.errors import FieldError
+from quantax_lite.exact.diagonalization import ground_state_energy
 from quantax_lite.hamiltonians import (
     PAULI_UNITS, SPIN_UNITS, hamiltonian_entry, hamiltonian_names, marshall_rule, register_hamiltonian,
     unregister_hamiltonian,
 )
-from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import Chain, Lattice, Square
-from quantax_lite.operators import Heisenberg, SpinHamiltonian, TransverseFieldIsing
-from quantax_lite.options import build_parser
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.geometry.lattice import Chain, Lattice, Square
+from quantax_lite.operators.hamiltonian import Heisenberg, SpinHamiltonian, TransverseFieldIsing
+from quantax_lite.cli.options import build_parser
 from quantax_lite.recipes import Recipe, build
-from quantax_lite.report import energy_unit, readable_title, system_title
-from quantax_lite.vmc import run
+from quantax_lite.cli.report import energy_unit, readable_title, system_title
+from quantax_lite.driver.vmc import run
 
 
 # ---- the new model: a Hamiltonian through the public contract, one registration

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.hilbert import (
+from quantax_lite.hilbert.configurations import (
     all_states,
     codes_to_states,
     n_up,

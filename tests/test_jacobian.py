@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from jax import lax
 
-from quantax_lite import tuning
-from quantax_lite.jacobian import jacobian, jacobian_pytree, make_jacobian, per_sample_grad
-from quantax_lite.lattice import Square
+from quantax_lite.utils import tuning
+from quantax_lite.optimizer.log_derivatives import jacobian, jacobian_pytree, make_jacobian, per_sample_grad
+from quantax_lite.geometry.lattice import Square
 from quantax_lite.models import make_conv_nqs, make_rbm_nqs
-from quantax_lite.symmetry import translations
+from quantax_lite.geometry.symmetry import translations
 from quantax_lite.utils import batch_sharding, make_mesh
 
 ALL_GATHER = re.compile(r" all-gather(-start)?\(")

@@ -1,4 +1,4 @@
-"""One Lanczos step (quantax_lite.lanczos) against dense linear algebra.
+"""One Lanczos step (quantax_lite.observables.lanczos) against dense linear algebra.
 
 The reference: the lowest energy in the Krylov space {psi, H psi}, the smallest root of
 the 2x2 generalized eigenproblem [[h1, h2], [h2, h3]] v = E [[1, h1], [h1, h2]] v with
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from quantax_lite.hilbert import all_states
-from quantax_lite.lanczos import (LanczosState, lanczos_from_terms, lanczos_record, lanczos_sampled, lanczos_step,
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.observables.lanczos import (LanczosState, lanczos_from_terms, lanczos_record, lanczos_sampled, lanczos_step,
                                   lanczos_terms)
-from quantax_lite.lattice import Chain, Square
-from quantax_lite.operators import Heisenberg
+from quantax_lite.geometry.lattice import Chain, Square
+from quantax_lite.operators.hamiltonian import Heisenberg
 from quantax_lite.sampler import Exchange, MetropolisSampler
 
 
@@ -186,7 +186,7 @@ def test_measure_lanczos_of_an_exact_sum_run_equals_the_dense_value(tmp_path, ca
     import json
     import os
 
-    from quantax_lite.cli import main
+    from quantax_lite.cli.command import main
     from quantax_lite.recipes import load_run
 
     out = str(tmp_path / "run")
@@ -222,7 +222,7 @@ def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, 
     import json
     import os
 
-    from quantax_lite.cli import main
+    from quantax_lite.cli.command import main
     from quantax_lite.recipes import load_run
 
     out = str(tmp_path / "run")

@@ -4,8 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from quantax_lite._validate import finite_number, positive_int
-from quantax_lite.lattice import Chain, Lattice, Square, periodic_site_index, site_coords
+from quantax_lite.utils.validate import finite_number, positive_int
+from quantax_lite.geometry.lattice import Chain, Lattice, Square, periodic_site_index, site_coords
 
 
 def brute_force_bonds(shape, pbc, order):

@@ -4,9 +4,9 @@ import itertools
 import numpy as np
 import pytest
 
-from quantax_lite import sign_rules
-from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import CONSTRUCTORS, Chain, Honeycomb, Kagome, Lattice, Square, Triangular, parse_lattice
+from quantax_lite.operators import sign_rules
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.geometry.lattice import CONSTRUCTORS, Chain, Honeycomb, Kagome, Lattice, Square, Triangular, parse_lattice
 
 SHAPES = {Chain: [(2,), (5,), (8,)], Square: [(4,), (2, 3), (5, 4), (1, 6)], Triangular: [(3,), (4, 3), (2, 5)],
           Honeycomb: [(2,), (3, 2)], Kagome: [(1, 2), (2, 2), (3, 2)]}

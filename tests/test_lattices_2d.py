@@ -13,11 +13,11 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from quantax_lite.exact import REFERENCE_ENERGY_PER_SITE, ground_state, symmetry_matrix
-from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular, parse_lattice, site_coords
-from quantax_lite.operators import Heisenberg, TransverseFieldIsing, marshall_sign
-from quantax_lite.symmetry import (
+from quantax_lite.exact.diagonalization import REFERENCE_ENERGY_PER_SITE, ground_state, symmetry_matrix
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.geometry.lattice import Chain, Honeycomb, Kagome, Lattice, Square, Triangular, parse_lattice, site_coords
+from quantax_lite.operators.hamiltonian import Heisenberg, TransverseFieldIsing, marshall_sign
+from quantax_lite.geometry.symmetry import (
     allowed_momenta,
     full_symmetry,
     point_group,
@@ -28,7 +28,7 @@ from quantax_lite.symmetry import (
 )
 
 S3 = np.sqrt(3.0)
-# (vectors, basis) written out independently of quantax_lite.lattice
+# (vectors, basis) written out independently of quantax_lite.geometry.lattice
 GEOMETRY = {
     "triangular": ([[1, 0], [0.5, S3 / 2]], [[0, 0]]),
     "honeycomb": ([[S3, 0], [S3 / 2, 1.5]], [[0, 0], [S3 / 2, 0.5]]),

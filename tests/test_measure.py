@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.cli import main
-from quantax_lite.run_folder import list_checkpoints, lock_run_folder
+from quantax_lite.cli.command import main
+from quantax_lite.driver.run_folder import list_checkpoints, lock_run_folder
 
 TRAIN = ["train", "--lattice", "chain:8", "--channels", "4", "--depth", "1", "--samples", "64", "--chains", "16",
          "--iters", "3", "--lr", "0.05", "--eval-samples", "256", "--no-progress", "--seed", "5"]
@@ -106,7 +106,7 @@ def test_measure_agrees_with_the_exact_values_of_the_trained_state(trained, load
     """S(q), C(r), m^2 and the energy from `measure`'s fresh samples lie within their error
     bars of the exact values of the trained wavefunction (all 2^8 configurations, dense
     spin matrices, the Marshall sign of the training basis undone by hand)."""
-    from quantax_lite.operators import marshall_sign
+    from quantax_lite.operators.hamiltonian import marshall_sign
 
     out, _ = trained
     before = _strict(os.path.join(out, "observables.json"))
@@ -149,10 +149,10 @@ def test_physical_basis_gives_the_plain_correlations():
     physical_basis and observables in exact mode (weights |psi|^2), has the correlations
     of the plain model's ground state (dense algebra); the rotated vector's own
     correlations differ on pairs joining the two sublattices (what physical_basis undoes)."""
-    from quantax_lite.exact import ground_state
-    from quantax_lite.lattice import Square
+    from quantax_lite.exact.diagonalization import ground_state
+    from quantax_lite.geometry.lattice import Square
     from quantax_lite.observables import spin_correlations
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.operators.hamiltonian import Heisenberg
     from quantax_lite.recipes import physical_basis
 
     lattice = Square(4, 2)

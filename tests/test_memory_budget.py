@@ -10,20 +10,20 @@ import numpy as np
 import optax
 import pytest
 
-from quantax_lite import tuning
-from quantax_lite.cli import build_parser, main
-from quantax_lite.jacobian import jacobian
-from quantax_lite.lattice import Chain
-from quantax_lite.memory import (
+from quantax_lite.utils import tuning
+from quantax_lite.cli.command import build_parser, main
+from quantax_lite.optimizer.log_derivatives import jacobian
+from quantax_lite.geometry.lattice import Chain
+from quantax_lite.driver.memory import (
     MemoryBudgetError, chunk_candidates, device_memory_bytes, largest_fitting_chunk, program_bytes,
     resolve_memory_budget,
 )
 from quantax_lite.models import make_rbm_nqs
-from quantax_lite.operators import Heisenberg, make_local_energy
+from quantax_lite.operators.hamiltonian import Heisenberg, make_local_energy
 from quantax_lite.sampler import Exchange, MetropolisSampler
 from quantax_lite.utils import batch_sharding, chunk_map, make_mesh, replicated_sharding
-import quantax_lite.vmc as vmc_module
-from quantax_lite.vmc import VMC, ChunkSizes
+import quantax_lite.driver.vmc as vmc_module
+from quantax_lite.driver.vmc import VMC, ChunkSizes
 
 N_DEV = jax.device_count()
 

@@ -2,7 +2,7 @@
 
 References are independent of the code under test: explicit numpy loops for the
 convolution and the group sum, symmetry groups written here with numpy (and those of
-quantax_lite.symmetry), closed-form parameter counts.
+quantax_lite.geometry.symmetry), closed-form parameter counts.
 """
 import functools
 import itertools
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.lattice import Chain, Square
+from quantax_lite.geometry.lattice import Chain, Square
 from quantax_lite.models import (
     RBM,
     ConvResNet,
@@ -24,8 +24,8 @@ from quantax_lite.models import (
     make_rbm_nqs,
     merge_translation_images,
 )
-from quantax_lite import symmetry as qsym
-from quantax_lite import tuning
+from quantax_lite.geometry import symmetry as qsym
+from quantax_lite.utils import tuning
 from quantax_lite.utils import chunk_map
 
 KEY = jax.random.PRNGKey(0)
@@ -163,7 +163,7 @@ def test_banded_form_in_float32_matches_gather_on_6x6(rng):
     """The row-banded form (the fast path above the dense width) on the default 6x6
     network shape in float32: log psi and per-sample Jacobians within 1e-5 relative of
     the gather form."""
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
 
     lattice = Square(6)
     model = make_conv_nqs(lattice, qsym.translations(lattice), channels=4, depth=2, dtype=jnp.float32,
@@ -655,9 +655,9 @@ def test_real_output_network_is_positive_symmetric_and_counted():
     import numpy as np
     import pytest
 
-    from quantax_lite.lattice import Square
+    from quantax_lite.geometry.lattice import Square
     from quantax_lite.models import conv_param_count, count_params, make_conv_nqs
-    from quantax_lite.symmetry import full_symmetry, translations
+    from quantax_lite.geometry.symmetry import full_symmetry, translations
 
     lattice = Square(4)
     group = full_symmetry(lattice)
@@ -672,7 +672,7 @@ def test_real_output_network_is_positive_symmetric_and_counted():
     for g in range(0, group.n_elements, 37):
         np.testing.assert_allclose(model.apply(params, jnp.asarray(images[:, g])), out, rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="complex_output"):
-        from quantax_lite.symmetry import translations as tr
+        from quantax_lite.geometry.symmetry import translations as tr
         make_conv_nqs(lattice, tr(lattice, momentum=(np.pi, 0.0)), complex_output=False)
 
 
@@ -726,7 +726,7 @@ def test_signed_network_at_a_node_is_finite():
 
 
 def test_signed_network_jacobian_is_that_of_its_real_part(rng):
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
     from quantax_lite.models import derivative_form, real_part
 
     lattice = Square(4)

@@ -12,17 +12,17 @@ import numpy as np
 import optax
 import pytest
 
-from quantax_lite import symmetry as sym
-from quantax_lite.exact import ground_state_energy
-from quantax_lite.lattice import Chain, Honeycomb, Kagome, Square, Triangular
+from quantax_lite.geometry import symmetry as sym
+from quantax_lite.exact.diagonalization import ground_state_energy
+from quantax_lite.geometry.lattice import Chain, Honeycomb, Kagome, Square, Triangular
 from quantax_lite.models import (
     check_network, derivative_form, make_conv_nqs, make_network, network_names, network_options, options_config,
     register_network, sublattice_phases,
 )
-from quantax_lite.operators import Heisenberg
-from quantax_lite.preconditioners import sr
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.optimizer.preconditioners import sr
 from quantax_lite.sampler import FullSumSampler
-from quantax_lite.vmc import VMC
+from quantax_lite.driver.vmc import VMC
 
 
 # ---- the new network: an options dataclass, a backbone, one line to register it
@@ -278,9 +278,9 @@ def test_a_network_that_projects_itself_gets_no_projection():
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from quantax_lite.exact import exact_expectation  # noqa: E402
+from quantax_lite.exact.diagonalization import exact_expectation  # noqa: E402
 from quantax_lite.recipes import Recipe, build, make_run_network as _network, network_option  # noqa: E402
-from quantax_lite.vmc import run  # noqa: E402
+from quantax_lite.driver.vmc import run  # noqa: E402
 
 EXACT_SUM = dict(sampling="exact_sum", precision="f64", lr=0.05, seed=0)
 

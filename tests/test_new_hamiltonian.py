@@ -9,12 +9,13 @@ import numpy as np
 import optax
 import pytest
 
-from quantax_lite import ExactSampler, jacobian, make_rbm_nqs, statistics, tuning
-from quantax_lite.exact import exact_expectation, ground_state_energy
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain
-from quantax_lite.operators import SpinHamiltonian, local_energy, make_local_energy
-from quantax_lite.sr import sr_direction, unravel_like
+from quantax_lite import ExactSampler, jacobian, make_rbm_nqs, statistics
+from quantax_lite.utils import tuning
+from quantax_lite.exact.diagonalization import exact_expectation, ground_state_energy
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain
+from quantax_lite.operators.hamiltonian import SpinHamiltonian, local_energy, make_local_energy
+from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction, unravel_like
 
 
 # ---- the new Hamiltonian: 22 lines (25 with the blank ones), everything it needs

@@ -108,9 +108,9 @@ def numbers(pattern: str, text: str) -> list[tuple[float, ...]]:
 
 def exact_energy(J2: float = 0.0, marshall_sign: bool = False) -> float:
     """The library's reference: the 4x4 J1-J2 ground-state energy by exact diagonalization."""
-    from quantax_lite.exact import ground_state_energy
-    from quantax_lite.lattice import Square
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.exact.diagonalization import ground_state_energy
+    from quantax_lite.geometry.lattice import Square
+    from quantax_lite.operators.hamiltonian import Heisenberg
 
     return float(ground_state_energy(Heisenberg(Square(4), J1=1.0, J2=J2, marshall_sign=marshall_sign)))
 
@@ -121,11 +121,11 @@ def exact_order(J2: float) -> tuple[float, float]:
     (S(pi, 0) averaged with S(0, pi)), from its vector and the library's S_i.S_j operators."""
     import numpy as np
 
-    from quantax_lite.exact import ground_state
-    from quantax_lite.lattice import Square
+    from quantax_lite.exact.diagonalization import ground_state
+    from quantax_lite.geometry.lattice import Square
     from quantax_lite.observables import structure_factor
-    from quantax_lite.operators import Heisenberg
-    from quantax_lite.spin_operators import spin_dot
+    from quantax_lite.operators.hamiltonian import Heisenberg
+    from quantax_lite.operators.local_operators import spin_dot
 
     lattice = Square(4)
     n = lattice.n_sites
@@ -269,9 +269,9 @@ def check_triangular_custom_operators(text):
     variational, below the k = 0 sector's energy and close to E0; the hand-written
     Hamiltonian is the library's; the ground state is a singlet and the network nearly one."""
     small = "small setting" in text
-    from quantax_lite.exact import ground_state_energy
-    from quantax_lite.lattice import parse_lattice
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.exact.diagonalization import ground_state_energy
+    from quantax_lite.geometry.lattice import parse_lattice
+    from quantax_lite.operators.hamiltonian import Heisenberg
 
     e0 = float(ground_state_energy(Heisenberg(parse_lattice("triangular:4x3")), total_sz=None))
     (m,) = re.findall(r"sector momentum \((\d+), (\d+)\), .*chosen by exact diagonalization", text)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from quantax_lite import Heisenberg
-from quantax_lite.exact import ground_state
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain
+from quantax_lite.exact.diagonalization import ground_state
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain
 from quantax_lite.observables import (
     Observable, Part, measure, observable_names, register_observable, unregister_observable,
 )
 from quantax_lite.observables.ratios import pairs_spec
-from quantax_lite.spin_operators import spin_dot, sz
+from quantax_lite.operators.local_operators import spin_dot, sz
 
 BUILT_IN = ("energy", "spin_correlations", "sz_correlations", "correlation_vs_distance", "structure_factor",
             "staggered_magnetization", "sz_moments", "dimer_correlations")

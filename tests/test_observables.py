@@ -9,15 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import ExactSampler, Heisenberg, make_conv_nqs, make_rbm_nqs, tuning
-from quantax_lite.exact import ground_state, log_psi_on_states
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain, Square
+from quantax_lite import ExactSampler, Heisenberg, make_conv_nqs, make_rbm_nqs
+from quantax_lite.utils import tuning
+from quantax_lite.exact.diagonalization import ground_state, log_psi_on_states
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
 from quantax_lite.observables import (
     SCHEMA, correlation_vs_distance, dimer_correlations, expect, lattice_momenta, measure,
     spin_correlations, staggered_magnetization_sq, structure_factor,
 )
-from quantax_lite.spin_operators import spin_dot
+from quantax_lite.operators.local_operators import spin_dot
 
 # single-site basis (down, up) = (0, 1): the Kronecker index is the code of hilbert.py
 SP = np.array([[0, 0], [1, 0]], dtype=complex)
@@ -166,7 +167,7 @@ def test_expect_of_local_operators_and_the_direct_functions(rng):
     psi = np.exp(lp - lp.real.max())
     w = np.abs(psi) ** 2
     dense = Dense(lattice, psi)
-    from quantax_lite.spin_operators import sm, sp, sx, sy
+    from quantax_lite.operators.local_operators import sm, sp, sx, sy
 
     op = 0.3j * sx(1, n) @ sy(2, n) + (1 - 2j) * sp(0, n) @ sm(3, n) + spin_dot(4, 5, n)
     ref = 0.3j * dense.S["x"][1] @ dense.S["y"][2] + (1 - 2j) * (dense.S["x"][0] + 1j * dense.S["y"][0]) @ (
@@ -317,8 +318,8 @@ def test_bad_input():
 def test_open_chain_and_honeycomb_against_dense(rng):
     """Open boundaries (C(r) and dimers over the pairs that exist) and a lattice with a basis
     (S(q) with real positions on the reciprocal momenta, m^2 with the two sublattices)."""
-    from quantax_lite.lattice import Honeycomb
-    from quantax_lite.symmetry import allowed_momenta
+    from quantax_lite.geometry.lattice import Honeycomb
+    from quantax_lite.geometry.symmetry import allowed_momenta
 
     def log_psi(p, s):
         x = s.astype(jnp.float64)

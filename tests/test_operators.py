@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from quantax_lite import operators, tuning
-from quantax_lite.exact import exact_expectation, exact_probabilities, ground_state_energy, symmetry_matrix
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain, Square
-from quantax_lite.operators import (
+from quantax_lite.operators import hamiltonian as operators
+from quantax_lite.utils import tuning
+from quantax_lite.exact.diagonalization import exact_expectation, exact_probabilities, ground_state_energy, symmetry_matrix
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
+from quantax_lite.operators.hamiltonian import (
     BondHamiltonian,
     BondTerms,
     Heisenberg,
@@ -22,7 +23,7 @@ from quantax_lite.operators import (
     make_local_energy,
     marshall_sign,
 )
-from quantax_lite.symmetry import full_symmetry
+from quantax_lite.geometry.symmetry import full_symmetry
 
 # ----------------------------------------------------------------- dense references
 # single-site basis (down, up) = (0, 1), so the Kronecker index is the code of hilbert.py

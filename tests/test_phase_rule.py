@@ -12,8 +12,8 @@ import pytest
 from test_bravais_models import KEY, assert_log_close, explicit_sum, group, random_params, random_spins
 
 from quantax_lite import Recipe
-from quantax_lite.exact import exact_expectation
-from quantax_lite.lattice import Honeycomb, Kagome, Square, Triangular
+from quantax_lite.exact.diagonalization import exact_expectation
+from quantax_lite.geometry.lattice import Honeycomb, Kagome, Square, Triangular
 from quantax_lite.models import ConvResNet, make_conv_nqs, sublattice_phases
 from quantax_lite.recipes import make_run_network as _network
 

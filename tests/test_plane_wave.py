@@ -16,8 +16,8 @@ from test_bravais_models import (KEY, assert_log_close, cell_translation, explic
 from test_cli import edit_run_config
 
 from quantax_lite import Recipe
-from quantax_lite.cli import main
-from quantax_lite.lattice import Chain, Kagome, Square, Triangular
+from quantax_lite.cli.command import main
+from quantax_lite.geometry.lattice import Chain, Kagome, Square, Triangular
 from quantax_lite.models import ConvResNet, conv_param_count, count_params, make_conv_nqs
 from quantax_lite.models.factory import plane_wave_phases
 from quantax_lite.recipes import load_run, make_run_network as _network

@@ -11,11 +11,11 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-import quantax_lite.preconditioners as preconditioners_module
-from quantax_lite import tuning
-from quantax_lite.preconditioners import Preconditioner, SpringState, gradient, spring, sr
-from quantax_lite.natural_gradient import natural_gradient
-from quantax_lite.sr import sr_direction
+import quantax_lite.optimizer.preconditioners as preconditioners_module
+from quantax_lite.utils import tuning
+from quantax_lite.optimizer.preconditioners import Preconditioner, SpringState, gradient, spring, sr
+from quantax_lite.optimizer.update import natural_gradient
+from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
 from quantax_lite.utils import batch_sharding, make_mesh, replicate
 
 from test_sr import blocks_of, random_problem, reference_update
@@ -174,7 +174,7 @@ def test_sr_schedule_is_evaluated_at_each_step_with_one_compilation(rng):
     params = {"w": jnp.asarray(0.3 * rng.normal(size=(6, 4))), "b": jnp.asarray(rng.normal(size=6))}
     samples = jnp.asarray(rng.choice([-1, 1], size=(16, 6)).astype(np.int8))
     e_loc = jnp.asarray(rng.normal(size=16))
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
 
     jac = jacobian(log_psi, params, samples)
     traces.clear()
@@ -213,10 +213,10 @@ def test_gradient_is_half_the_exact_energy_gradient():
     average over every basis state once is the exact expectation: gradient() must give
     0.5 dE/dtheta of E = <psi|H|psi> / <psi|psi> from jax.grad (4-site Heisenberg
     ring, 16 states over 8 devices); natural_gradient + optax.sgd steps params - lr F."""
-    from quantax_lite.hilbert import all_states
-    from quantax_lite.jacobian import jacobian
-    from quantax_lite.lattice import Chain
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.hilbert.configurations import all_states
+    from quantax_lite.optimizer.log_derivatives import jacobian
+    from quantax_lite.geometry.lattice import Chain
+    from quantax_lite.operators.hamiltonian import Heisenberg
 
     rng = np.random.default_rng(3)
     ham = Heisenberg(Chain(4))
@@ -333,7 +333,7 @@ def test_natural_gradient_with_spring_returns_the_state(rng):
     """natural_gradient(..., preconditioner=spring(...), return_state=True): the new
     state is the direction, fed back it equals spring's update on the explicit Jacobian;
     one program across steps."""
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
 
     traces = []
 

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from quantax_lite.options import RECIPE, build_parser
+from quantax_lite.cli.options import RECIPE, build_parser
 from quantax_lite.recipes import SCHEMA_VERSION, Recipe, presets
 
 ACCURACY = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "accuracy.py"

@@ -7,11 +7,11 @@ import types
 import numpy as np
 import pytest
 
-from quantax_lite.errors import FieldError
+from quantax_lite.utils.errors import FieldError
 from quantax_lite.hamiltonians import hamiltonian_entry
-from quantax_lite.lattice import Square
+from quantax_lite.geometry.lattice import Square
 from quantax_lite.recipes import Plan, Recipe, Resources, build, energies, make_plan, resolve
-from quantax_lite.recipes.build import exchange_bonds
+from quantax_lite.recipes.assembly import exchange_bonds
 
 
 def test_resources_are_checked_and_named():

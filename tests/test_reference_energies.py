@@ -1,9 +1,9 @@
 """Every stored reference energy of the package, recomputed or pinned.
 
-``quantax_lite.references.ENERGY_PER_SITE``, the package's one table of ground-state
+``quantax_lite.exact.references.ENERGY_PER_SITE``, the package's one table of ground-state
 energies per site of periodic clusters (``exact.REFERENCE_ENERGY_PER_SITE`` is the same
 table), is recomputed by sparse diagonalization
-(:func:`~quantax_lite.exact.ground_state_energy`, Sz = 0, or 1/2 on an odd number of
+(:func:`~quantax_lite.exact.diagonalization.ground_state_energy`, Sz = 0, or 1/2 on an odd number of
 sites, as the table says its entries were made) and compared with the stored value to its
 stored digits: within half a unit of its last decimal, read from the source text (so a
 trailing zero counts). The total energies quoted in an entry's comment (``E = ...``) are
@@ -25,10 +25,11 @@ import re
 
 import pytest
 
-from quantax_lite import exact, references
-from quantax_lite.exact import ground_state_energy
-from quantax_lite.operators import Heisenberg
-from quantax_lite.lattice import parse_lattice
+from quantax_lite.exact import diagonalization as exact
+from quantax_lite.exact import references
+from quantax_lite.exact.diagonalization import ground_state_energy
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.geometry.lattice import parse_lattice
 
 # above this many sites exact diagonalization is out of reach here
 ED_SITES = 24
@@ -166,12 +167,12 @@ def test_the_summary_names_where_its_reference_energy_comes_from():
     or the network's sector) or the table of tabulated ground states, and None where the
     library has no reference."""
     from quantax_lite import Recipe
-    from quantax_lite.report import format_table
+    from quantax_lite.cli.report import format_table
 
-    assert Recipe(lattice="6x6").reference_source() == "literature value (quantax_lite.references)"
+    assert Recipe(lattice="6x6").reference_source() == "literature value (quantax_lite.exact.references)"
     assert "without a symmetry sector" in Recipe(lattice="chain:8").reference_source()
     assert "symmetry sector of the network" in Recipe(lattice="4x4", hamiltonian="j1j2", J2=0.5).reference_source()
-    assert Recipe(lattice="triangular:6x6").reference_source() == "literature value (quantax_lite.references)"
+    assert Recipe(lattice="triangular:6x6").reference_source() == "literature value (quantax_lite.exact.references)"
     assert Recipe(lattice="8x8").reference_source() is None and Recipe(lattice="8x8").reference_energy() is None
     summary = dict(hamiltonian="heisenberg", lattice="4x4", n_sites=16, n_params=1, energy=-1.0, energy_error=0.1,
                    energy_per_site=-0.1, exact_energy=-1.1, exact_energy_source="the source", relative_error=0.1,

@@ -1,4 +1,4 @@
-"""What a run reports (quantax_lite.report): the running mean, the energy plot, the table,
+"""What a run reports (quantax_lite.cli.report): the running mean, the energy plot, the table,
 and the observables' JSON and plots (no training here)."""
 import json
 import math
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from quantax_lite.report import (
+from quantax_lite.cli.report import (
     energy_unit, format_table, plot_correlations, plot_energy, plot_structure_factor, running_mean, write_json,
     write_observables, zero_variance_of_run,
 )
@@ -191,7 +191,7 @@ def _check_correlations(fig, obs, title):
 def test_write_observables_strict_json_and_plots(saved_figures, tmp_path, rng, monkeypatch):
     """observables.json is the dict; the plots draw its values: S(q) as a heat map over a
     grid of momenta, a curve along a chain, points elsewhere; C(r) against the distance."""
-    from quantax_lite.lattice import Chain, Square
+    from quantax_lite.geometry.lattice import Chain, Square
 
     saved = saved_figures
     # a 4x4 grid of momenta, a chain (given out of order), and momenta that form no grid (no lattice known)
@@ -256,7 +256,7 @@ def test_write_observables_strict_json_and_plots(saved_figures, tmp_path, rng, m
 def test_structure_factor_heat_map_puts_each_value_on_its_momentum(saved_figures, tmp_path, monkeypatch, rng):
     """A 4x6 square lattice: each momentum's value in the cell that holds it, and in the
     cell of its image on the zone's far edge; the cells end on the zone's edges (±π)."""
-    from quantax_lite.lattice import Square
+    from quantax_lite.geometry.lattice import Square
 
     saved = saved_figures
     kx = 2 * np.pi * np.arange(-1, 3) / 4
@@ -296,7 +296,7 @@ def test_write_json_refuses_non_finite(tmp_path):
 def test_correlation_plot(saved_figures, tmp_path, monkeypatch):
     """A chain: C(0) left out, the staggered values drawn on a linear axis, all of them
     (r = 3 is negative there), with their error bars inside the axes."""
-    from quantax_lite.lattice import Chain
+    from quantax_lite.geometry.lattice import Chain
 
     saved = saved_figures
     obs = _observables([[0.0]], [0.0], [0.0], [[0], [1], [2], [3]], [0.0, 1.0, 2.0, 3.0], [0.75, -0.4, 0.2, 0.1],

@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from quantax_lite.brillouin import fold_to_first_zone, high_symmetry_points, zone_corners, zone_images
-from quantax_lite.lattice import Chain, Honeycomb, Kagome, Square, Triangular
+from quantax_lite.geometry.brillouin import fold_to_first_zone, high_symmetry_points, zone_corners, zone_images
+from quantax_lite.geometry.lattice import Chain, Honeycomb, Kagome, Square, Triangular
 from quantax_lite.observables import correlation_vs_distance, structure_factor
-from quantax_lite.report import (
+from quantax_lite.cli.report import (
     energy_unit, finish_run, host_description, lattice_description, plot_correlations, plot_energy,
     plot_structure_factor, readable_title, system_title,
 )
@@ -237,7 +237,7 @@ def test_energy_plot_draws_signed_relative_errors_and_whole_error_bars(saved_fig
     assert top.get_title() == "Heisenberg model, 4×4 square lattice, 16 sites"
     assert note in [t.get_text() for t in fig.texts]
     e = np.array([r["energy"] for r in log])
-    from quantax_lite.report import running_mean
+    from quantax_lite.cli.report import running_mean
 
     mean = running_mean(e, np.full(len(e), 0.01), 10)[0]
     line = next(ln for ln in rel_ax.get_lines() if ln.get_label() == "running mean")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from quantax_lite import run_folder as rf
+from quantax_lite.driver import run_folder as rf
 
 
 def _records(n, start=1):
@@ -54,7 +54,7 @@ def test_checkpoints_are_listed_newest_first_and_pruned(tmp_path):
 
 def test_the_lock_excludes_a_second_owner_and_dies_with_its_process(tmp_path):
     out = str(tmp_path / "run")
-    code = ("import sys, time; from quantax_lite.run_folder import lock_run_folder\n"
+    code = ("import sys, time; from quantax_lite.driver.run_folder import lock_run_folder\n"
             "with lock_run_folder(sys.argv[1]):\n    print('locked', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, out], stdout=subprocess.PIPE, text=True)
     try:
@@ -74,7 +74,7 @@ def test_the_lock_excludes_a_second_owner_and_dies_with_its_process(tmp_path):
 
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
-    from quantax_lite.run_folder import atomic_write
+    from quantax_lite.driver.run_folder import atomic_write
 
     path = tmp_path / "summary.json"
     path.write_text("old")

@@ -29,14 +29,14 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from quantax_lite import symmetry as sym
-from quantax_lite.hilbert import all_states, state_index, states_to_codes
-from quantax_lite.lattice import Chain, Square
+from quantax_lite.geometry import symmetry as sym
+from quantax_lite.hilbert.configurations import all_states, state_index, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
 from quantax_lite.models import make_conv_nqs, make_rbm_nqs
-from quantax_lite.operators import Heisenberg
-from quantax_lite.preconditioners import sr
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.optimizer.preconditioners import sr
 from quantax_lite.sampler import Exchange, MetropolisSampler
-from quantax_lite.vmc import VMC
+from quantax_lite.driver.vmc import VMC
 
 RTOL = 1e-8  # float64 throughout: the step and the reference agree to rounding (measured 1e-12 or below)
 LR = 0.5  # a power of two: (params - new_params) / LR loses nothing to the division
@@ -260,7 +260,7 @@ def test_step_parts(case):
     derivative form the step uses: Re log psi for a signed network) equals jacrev's, and
     SR and MinSR (``sr(method=...)``, the step's and the other) on it and the reference
     local energies return the dense direction, with the shift the reference adds."""
-    from quantax_lite.jacobian import jacobian
+    from quantax_lite.optimizer.log_derivatives import jacobian
     from quantax_lite.models import derivative_form
 
     r, ref, (name, method, diag_shift, diag_scale) = case

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from quantax_lite.hilbert import random_states
-from quantax_lite.lattice import Chain, Square
+from quantax_lite.hilbert.configurations import random_states
+from quantax_lite.geometry.lattice import Chain, Square
 from quantax_lite.sampler import (
     ChainState,
     ExactSampler,

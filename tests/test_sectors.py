@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from quantax_lite import Recipe
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Kagome, Square, Triangular
-from quantax_lite.operators import Heisenberg
-from quantax_lite.symmetry import (
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Kagome, Square, Triangular
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.geometry.symmetry import (
     allowed_momenta,
     full_symmetry,
     little_group,
@@ -193,7 +193,7 @@ def test_config_round_trip_and_earlier_runs():
 
 
 def test_command_line_options():
-    from quantax_lite.cli import build_parser
+    from quantax_lite.cli.command import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["train", "--lattice", "kagome:2x3", "--momentum", "1,0", "--spin-parity", "-1",
@@ -213,7 +213,7 @@ def test_kagome_2x3_ground_state_sector():
     """18-site kagome: the sector k = b1/2, spin parity -1 holds the ground state (the
     global ground energy of exact.REFERENCE_ENERGY_PER_SITE, from sparse ED without
     symmetry); k = 0 gives a higher energy."""
-    from quantax_lite.exact import REFERENCE_ENERGY_PER_SITE
+    from quantax_lite.exact.diagonalization import REFERENCE_ENERGY_PER_SITE
 
     e0 = REFERENCE_ENERGY_PER_SITE[("kagome:2x3", "heisenberg", 0.0)] * 18
     recipe = Recipe(lattice="kagome:2x3", momentum=(1, 0), spin_parity=-1)
@@ -229,7 +229,7 @@ def test_sector_dimension_is_the_size_of_the_sector_basis(name, rng):
     """``Symmetry.sector_dimension`` (from the cycles of each element) equals the number of
     columns of the exact sector basis (``exact.sector_basis``: projected basis states), for
     random sectors (momentum, spin parity, rotation parity) and magnetizations."""
-    from quantax_lite.exact import sector_basis
+    from quantax_lite.exact.diagonalization import sector_basis
     from quantax_lite.recipes import parse_lattice
 
     lattice = parse_lattice(name)
@@ -263,8 +263,8 @@ def test_an_empty_sector_is_refused_naming_its_field(tmp_path, capsys):
     in either stage of a restoration, and the command exits 2 naming --spin-parity."""
     import jax
 
-    from quantax_lite.cli import main
-    from quantax_lite.exact import sector_basis
+    from quantax_lite.cli.command import main
+    from quantax_lite.exact.diagonalization import sector_basis
     from quantax_lite.recipes import build, parse_lattice
 
     lattice = parse_lattice("4x2")

@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import Heisenberg, tuning
-from quantax_lite.hilbert import all_states, states_to_codes
-from quantax_lite.lattice import Chain, Square
-from quantax_lite.operators import local_energy
-from quantax_lite.spin_operators import (
+from quantax_lite import Heisenberg
+from quantax_lite.utils import tuning
+from quantax_lite.hilbert.configurations import all_states, states_to_codes
+from quantax_lite.geometry.lattice import Chain, Square
+from quantax_lite.operators.hamiltonian import local_energy
+from quantax_lite.operators.local_operators import (
     LocalOperator, bond_sum, identity, sm, sp, spin_dot, spin_dot_sum, sx, sy, sz, total_sz,
 )
 

@@ -9,10 +9,10 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from quantax_lite import tuning
-from quantax_lite.preconditioners import sr
-from quantax_lite.natural_gradient import natural_gradient
-from quantax_lite.sr import _block_size, choose_method, solve_psd, sr_direction, unravel_like
+from quantax_lite.utils import tuning
+from quantax_lite.optimizer.preconditioners import sr
+from quantax_lite.optimizer.update import natural_gradient
+from quantax_lite.optimizer.stochastic_reconfiguration import _block_size, choose_method, solve_psd, sr_direction, unravel_like
 from quantax_lite.utils import batch_sharding, make_mesh
 
 
@@ -92,7 +92,7 @@ def test_sr_and_minsr_match_dense_reference(rng, kind, n, p):
 def test_gram_upper_block_triangle(rng, m, complex_):
     """_gram forms a @ a^H from the upper panel pairs only (4 panels of uneven size for
     1030 rows, 2 for 520, the plain product below 512)."""
-    from quantax_lite.sr import _gram
+    from quantax_lite.optimizer.stochastic_reconfiguration import _gram
 
     a = rng.normal(size=(m, 37)) + (1j * rng.normal(size=(m, 37)) if complex_ else 0)
     got = np.asarray(jax.jit(_gram)(jnp.asarray(a)))
@@ -265,11 +265,11 @@ def test_sr_step_collectives_on_8_devices(record_property):
 
 
 def test_one_sr_step_lowers_the_exact_energy(rng):
-    from quantax_lite.exact import exact_expectation
-    from quantax_lite.hilbert import all_states
-    from quantax_lite.lattice import Chain
+    from quantax_lite.exact.diagonalization import exact_expectation
+    from quantax_lite.hilbert.configurations import all_states
+    from quantax_lite.geometry.lattice import Chain
     from quantax_lite.models import RBM
-    from quantax_lite.operators import Heisenberg
+    from quantax_lite.operators.hamiltonian import Heisenberg
 
     lattice = Chain(6)
     ham = Heisenberg(lattice)
@@ -314,8 +314,8 @@ def test_natural_gradient_compiles_once_across_eager_calls(rng, monkeypatch):
     samples, e_loc and a new sr(diag_shift=...) each time) trace log_psi and the solve
     once; a static option (method) is a new program; each result matches sr_direction
     on the explicit Jacobian."""
-    import quantax_lite.preconditioners as preconditioners_module
-    from quantax_lite.jacobian import jacobian
+    import quantax_lite.optimizer.preconditioners as preconditioners_module
+    from quantax_lite.optimizer.log_derivatives import jacobian
 
     traces, solves = [], []
 

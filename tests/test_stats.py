@@ -1,4 +1,4 @@
-"""Tests of quantax_lite.stats against exact formulas and processes with known tau.
+"""Tests of quantax_lite.stats.chains against exact formulas and processes with known tau.
 
 False failures. Tests taking the ``rng`` fixture get a fresh seed on every run
 (conftest: printed on failure, ``QUANTAX_TEST_SEED=<seed>`` reruns on the same data).
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from quantax_lite.stats import Stats, autocorrelation, split_r_hat, statistics
+from quantax_lite.stats.chains import Stats, autocorrelation, split_r_hat, statistics
 from quantax_lite.utils import batch_sharding, make_mesh
 
 

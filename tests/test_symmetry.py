@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from quantax_lite.exact import ground_state
-from quantax_lite.hilbert import states_to_codes
-from quantax_lite.lattice import Chain, Honeycomb, Square
-from quantax_lite.operators import Heisenberg
-from quantax_lite.symmetry import (
+from quantax_lite.exact.diagonalization import ground_state
+from quantax_lite.hilbert.configurations import states_to_codes
+from quantax_lite.geometry.lattice import Chain, Honeycomb, Square
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.geometry.symmetry import (
     Symmetry,
     full_symmetry,
     group_table,
@@ -227,7 +227,7 @@ def test_groups_remember_their_lattice():
         translations(sq) * point_group(Square(4, pbc=False))
     with pytest.raises(ValueError, match=r"^lattice: has 8 sites, the group acts on 16"):
         Symmetry(t.perms, t.flips, t.characters, lattice=Chain(8))
-    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice or None"):
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.geometry.lattice.Lattice or None"):
         Symmetry(t.perms, t.flips, t.characters, lattice=(4, 4))
 
 
@@ -269,7 +269,7 @@ def test_one_table_check_for_groups_and_models():
 def test_detected_point_group_of_hypercubic_lattices():
     """kind='full' finds C4v / C2v / the reflection from the coordinates alone; with the
     translations it spans the same space group as the coordinate-map tables."""
-    from quantax_lite.symmetry import point_group_kind
+    from quantax_lite.geometry.symmetry import point_group_kind
 
     for lat, name, size in ((Square(4), "C4v", 8), (Square(3, 5), "C2v", 4), (Chain(6), "reflection", 2),
                             (Square(4, pbc=False), "C4v", 8)):
@@ -321,7 +321,7 @@ def test_documented_errors_of_rotation_characters():
     with pytest.raises(ValueError, match=r"^rotation_parity: the point group of honeycomb:1x1 \(C3v\) has "
                                          r"rotations of odd order only"):
         rotation_characters(Honeycomb(1), -1)
-    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice, got tuple"):
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.geometry.lattice.Lattice, got tuple"):
         rotation_characters((4, 4))
     # the documented valid cases next to them
     np.testing.assert_array_equal(rotation_characters(Chain(8), 1), [1, 1])
@@ -347,7 +347,7 @@ def test_documented_errors_of_full_symmetry():
         full_symmetry(Chain(8), rotation_parity=-1)
     with pytest.raises(ValueError, match=r"^rotation_parity: the point group of honeycomb:1x1 \(C3v\)"):
         full_symmetry(Honeycomb(1), rotation_parity=-1)
-    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.lattice.Lattice, got str"):
+    with pytest.raises(TypeError, match=r"^lattice: expected a quantax_lite.geometry.lattice.Lattice, got str"):
         full_symmetry("4x4")
     # k = 0 on an open lattice is no sector and no error
     assert full_symmetry(Square(4, pbc=False), momentum=(0.0, 0.0)).n_elements == 16

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from quantax_lite import ExactSampler, Recipe, build, load_run, switch_stage
-from quantax_lite.cli import main
-from quantax_lite.exact import exact_expectation, ground_state_energy
-from quantax_lite.hilbert import all_states
-from quantax_lite.run_folder import list_checkpoints
-from quantax_lite.vmc import VMC, energy_estimate, run
+from quantax_lite.cli.command import main
+from quantax_lite.exact.diagonalization import exact_expectation, ground_state_energy
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.driver.run_folder import list_checkpoints
+from quantax_lite.driver.vmc import VMC, energy_estimate, run
 
 
 def _group(lx: int, ly: int, parity: int, mirrors: bool = True):
@@ -123,7 +123,7 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
     naming ``symmetry``, before anything is compiled."""
     import sys
 
-    build_module = sys.modules["quantax_lite.recipes.build"]  # recipes.build is also the function
+    build_module = sys.modules["quantax_lite.recipes.assembly"]
     network = build_module.make_run_network
 
     def wider_with_the_full_group(plan, lattice, group, kind):

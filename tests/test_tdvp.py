@@ -14,18 +14,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite import tuning
-from quantax_lite.checkpoint import load_checkpoint, save_checkpoint
+from quantax_lite.utils import tuning
+from quantax_lite.driver.checkpoint import load_checkpoint, save_checkpoint
 from quantax_lite.evolution import (
     RK4, Adaptive, Euler, EvolutionDiverged, EvolutionState, Heun, PseudoInverse, Shift, SignalToNoise, TDVP,
     evolve, residual, tdvp_equation,
 )
 from quantax_lite.exact import exact_evolution, exact_observables, ground_state
-from quantax_lite.hilbert import all_states
-from quantax_lite.lattice import Chain
-from quantax_lite.operators import TransverseFieldIsing
+from quantax_lite.hilbert.configurations import all_states
+from quantax_lite.geometry.lattice import Chain
+from quantax_lite.operators.hamiltonian import TransverseFieldIsing
 from quantax_lite.sampler import FullSumSampler, LocalFlip, MetropolisSampler
-from quantax_lite.spin_operators import sx
+from quantax_lite.operators.local_operators import sx
 from quantax_lite.utils import make_mesh
 
 N = 8

@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from quantax_lite.cli import main
+from quantax_lite.cli.command import main
 from quantax_lite.recipes import Recipe, recipe_of_run
-from quantax_lite.run_folder import list_checkpoints, lock_run_folder, prepare_run_folder, read_log
+from quantax_lite.driver.run_folder import list_checkpoints, lock_run_folder, prepare_run_folder, read_log
 
 # A tiny run: 4-site Heisenberg chain, 2 steps, a checkpoint after each, measured at the end.
 TRAIN = ["train", "--lattice", "chain:4", "--channels", "2", "--depth", "1", "--samples", "16", "--chains", "8",
@@ -213,7 +213,7 @@ def test_load_params_errors_name_the_file(tmp_path):
     (dict(corr=np.eye(4) * 1j), "corr"), (dict(corr=np.full((4, 4), np.nan)), "corr"),
 ])
 def test_structure_factor_errors_name_the_argument(kwargs, name):
-    from quantax_lite.lattice import Square
+    from quantax_lite.geometry.lattice import Square
     from quantax_lite.observables import structure_factor
 
     args = {"corr": np.eye(4) * 0.75, "lattice": Square(2, 2), **kwargs}
@@ -236,7 +236,7 @@ def test_save_params_refuses_non_finite_parameters(tmp_path, bad):
 # ------------------------------------------------------------------ 11. flock not supported
 @pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL])
 def test_a_file_system_without_flock_runs_unlocked_with_a_warning(tmp_path, monkeypatch, code):
-    import quantax_lite.run_folder as run_folder
+    import quantax_lite.driver.run_folder as run_folder
 
     def no_flock(fd, op):
         raise OSError(code, os.strerror(code))
@@ -250,7 +250,7 @@ def test_a_file_system_without_flock_runs_unlocked_with_a_warning(tmp_path, monk
 
 
 def test_other_flock_errors_still_raise(tmp_path, monkeypatch):
-    import quantax_lite.run_folder as run_folder
+    import quantax_lite.driver.run_folder as run_folder
 
     def broken(fd, op):
         raise OSError(errno.EIO, os.strerror(errno.EIO))
@@ -266,7 +266,7 @@ def test_other_flock_errors_still_raise(tmp_path, monkeypatch):
 def test_version_prints_the_installed_version(capsys):
     from importlib.metadata import version
 
-    from quantax_lite import cli
+    from quantax_lite.cli import command as cli
 
     with pytest.raises(SystemExit) as exit_info:
         cli.build_parser().parse_args(["--version"])

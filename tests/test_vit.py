@@ -11,7 +11,7 @@ import pytest
 from quantax_lite import Chain, Heisenberg, Square, Triangular, VMC, ground_state_energy, translations
 from quantax_lite.models import ViT, count_params, make_vit_nqs, vit_param_count
 from quantax_lite.models.vit import _displacement_index, patch_tokens
-from quantax_lite.preconditioners import sr
+from quantax_lite.optimizer.preconditioners import sr
 from quantax_lite.sampler import FullSumSampler
 
 

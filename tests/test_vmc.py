@@ -9,16 +9,16 @@ import numpy as np
 import optax
 import pytest
 
-from quantax_lite.exact import ground_state_energy
-from quantax_lite.lattice import Chain
+from quantax_lite.exact.diagonalization import ground_state_energy
+from quantax_lite.geometry.lattice import Chain
 from quantax_lite.models import make_conv_nqs
-from quantax_lite.operators import Heisenberg
-from quantax_lite.preconditioners import spring, sr
+from quantax_lite.operators.hamiltonian import Heisenberg
+from quantax_lite.optimizer.preconditioners import spring, sr
 from quantax_lite.sampler import ExactSampler, Exchange, MetropolisSampler
-from quantax_lite.symmetry import full_symmetry
-import quantax_lite.vmc as vmc_module
-from quantax_lite.checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
-from quantax_lite.vmc import VMC, Diverged, energy_estimate, metrics_to_record, run
+from quantax_lite.geometry.symmetry import full_symmetry
+import quantax_lite.driver.vmc as vmc_module
+from quantax_lite.driver.checkpoint import load_checkpoint, load_latest_checkpoint, save_checkpoint
+from quantax_lite.driver.vmc import VMC, Diverged, energy_estimate, metrics_to_record, run
 
 
 @functools.lru_cache(maxsize=None)

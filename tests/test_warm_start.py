@@ -11,13 +11,14 @@ import jax
 import numpy as np
 import pytest
 
-from quantax_lite import Recipe, training
-from quantax_lite.checkpoint import list_checkpoints, read_checkpoint_metadata
-from quantax_lite.cli import main
-from quantax_lite.errors import FieldError
+from quantax_lite import Recipe
+from quantax_lite.cli import training
+from quantax_lite.driver.checkpoint import list_checkpoints, read_checkpoint_metadata
+from quantax_lite.cli.command import main
+from quantax_lite.utils.errors import FieldError
 from quantax_lite.recipes import build, load_run
-from quantax_lite.run_folder import read_log
-from quantax_lite.warm_start import initial_parameters
+from quantax_lite.driver.run_folder import read_log
+from quantax_lite.driver.warm_start import initial_parameters
 
 NET = dict(channels=2, depth=1)
 FAST = dict(samples=32, chains=16, eval_samples=32, seed=3)

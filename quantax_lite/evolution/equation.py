@@ -1,6 +1,6 @@
 """The TDVP equation from per-sample Jacobians and local energies.
 
-With O[s, k] = d log psi(s) / d theta_k (``quantax_lite.jacobian``) and E_loc(s) the local
+With O[s, k] = d log psi(s) / d theta_k (``quantax_lite.optimizer.log_derivatives``) and E_loc(s) the local
 energies, every row s weighs w_s (1/N for N samples of |psi|^2, the exact probability
 with exact sums). Centred and scaled,
 
@@ -13,7 +13,7 @@ network, possibly with a complex log psi) the motion is the real part, Re(S) Î¸Ì
 (McLachlan's principle, as the literature does); with complex parameters (a holomorphic
 log psi) the complex equation is solved.
 
-Precision: every sum here is in :func:`quantax_lite.tuning.wide_dtype` (float64 on CPUs,
+Precision: every sum here is in :func:`quantax_lite.utils.tuning.wide_dtype` (float64 on CPUs,
 float32 on accelerators) with the products at the tuning's precision; the Jacobian keeps
 its own dtype until it is centred.
 """
@@ -25,7 +25,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .. import tuning
+from quantax_lite.utils import tuning
 
 __all__ = ["TDVPEquation", "tdvp_equation", "s_norm", "residual"]
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._validate import finite_number
+from quantax_lite.utils.validate import finite_number
 
 __all__ = ["Tableau", "Euler", "Heun", "RK4", "Adaptive", "Integrator", "rk_stages", "next_dt",
            "EULER", "HEUN", "RK4_TABLEAU", "HEUN_EULER", "BOGACKI_SHAMPINE"]

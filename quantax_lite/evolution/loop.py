@@ -9,8 +9,8 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._validate import finite_number
-from ..utils import limit_blas_threads
+from quantax_lite.utils.validate import finite_number
+from quantax_lite.utils import limit_blas_threads
 from .tdvp import TDVP, EvolutionState
 
 __all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
@@ -77,7 +77,7 @@ def evolve(
       max_steps: stop after this many steps of this call (None: no limit).
 
     On CPUs the BLAS/LAPACK thread pools are limited while the loop runs (as in
-    :func:`quantax_lite.vmc.run`).
+    :func:`quantax_lite.driver.vmc.run`).
     Returns:
       ``(state, records)``: the final state and one record per step
       (:func:`info_to_record`: ``t``, ``dt``, ``energy`` ± ``energy_error``, ``variance``,

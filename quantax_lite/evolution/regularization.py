@@ -5,7 +5,7 @@ samples, noisy. Three ways to solve it, each a small frozen (hashable) record wh
 ``solve(equation) -> (θ̇, info)`` is jittable:
 
 - :class:`Shift`: ``(S + eps I) θ̇ = rhs`` with ``eps = diag_shift + diag_scale *
-  trace(S) / P``, by Cholesky (:func:`quantax_lite.sr.solve_psd`, the SR solve and its
+  trace(S) / P``, by Cholesky (:func:`quantax_lite.optimizer.stochastic_reconfiguration.solve_psd`, the SR solve and its
   backend policy). Cheap; biases every direction with an eigenvalue near ``eps``.
 - :class:`PseudoInverse`: S's eigendecomposition, eigenvalues below ``rcond`` times the
   largest dropped (a hard cutoff) or damped by ``1 / (1 + (rcond lambda_max /
@@ -18,7 +18,7 @@ samples, noisy. Three ways to solve it, each a small frozen (hashable) record wh
 
 Precision: the eigendecomposition runs in the wide dtype on CPUs (float64); on an
 accelerator (no float64 and no eigendecomposition in a device program, see
-:mod:`quantax_lite.tuning`) S and the pieces it needs go to the host, where numpy solves in
+:mod:`quantax_lite.utils.tuning`) S and the pieces it needs go to the host, where numpy solves in
 float64 (``jax.pure_callback``), and come back in float32.
 """
 from __future__ import annotations
@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tuning
-from .._validate import finite_number
-from ..sr import solve_psd
+from quantax_lite.utils import tuning
+from quantax_lite.utils.validate import finite_number
+from quantax_lite.optimizer.stochastic_reconfiguration import solve_psd
 from .equation import TDVPEquation
 
 __all__ = ["Shift", "PseudoInverse", "SignalToNoise", "Regularization", "hermitian_eigh"]
@@ -71,7 +71,7 @@ def _check_rcond(rcond) -> float:
 @dataclasses.dataclass(frozen=True)
 class Shift:
     """``(S + eps I) θ̇ = rhs``, ``eps = diag_shift + diag_scale * trace(S) / P`` (both >= 0,
-    not both 0), Cholesky with the SR solve's fallback (:func:`quantax_lite.sr.solve_psd`)."""
+    not both 0), Cholesky with the SR solve's fallback (:func:`quantax_lite.optimizer.stochastic_reconfiguration.solve_psd`)."""
 
     diag_shift: float = 1e-8
     diag_scale: float = 0.0

@@ -4,7 +4,7 @@
 regularization, real or imaginary time); its :meth:`TDVP.init` makes an
 :class:`EvolutionState` and :meth:`TDVP.step` advances it by one accepted step, one
 compiled program. The same sampler batch, local energies and chunked Jacobian as a
-ground-state step (:mod:`quantax_lite.vmc`) give the equation of :mod:`.equation`.
+ground-state step (:mod:`quantax_lite.driver.vmc`) give the equation of :mod:`.equation`.
 
 Units: time in inverse units of the Hamiltonian's energy (hbar = 1): a transverse-field
 Ising model in Pauli units evolves with ``exp(-i t H)`` for H in those units.
@@ -20,16 +20,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .. import tuning
-from .._validate import finite_number, positive_int
-from ..jacobian import jacobian
-from ..models import derivative_form
-from ..operators import SpinHamiltonian, make_local_energy
-from ..sampler import Sampler, per_chain
-from ..sampler.full_sum import row_local_energies
-from ..sr import unravel_like
-from ..stats import exact_statistics, statistics
-from ..utils import replicate
+from quantax_lite.utils import tuning
+from quantax_lite.utils.validate import finite_number, positive_int
+from quantax_lite.optimizer.log_derivatives import jacobian
+from quantax_lite.models import derivative_form
+from quantax_lite.operators.hamiltonian import SpinHamiltonian, make_local_energy
+from quantax_lite.sampler import Sampler, per_chain
+from quantax_lite.sampler.full_sum import row_local_energies
+from quantax_lite.optimizer.stochastic_reconfiguration import unravel_like
+from quantax_lite.stats.chains import exact_statistics, statistics
+from quantax_lite.utils import replicate
 from .equation import residual, s_norm, tdvp_equation
 from .integrators import RK4, Adaptive, Euler, Heun, next_dt, rk_stages
 from .regularization import PseudoInverse, Shift, SignalToNoise
@@ -39,8 +39,8 @@ __all__ = ["TDVP", "EvolutionState"]
 
 class EvolutionState(NamedTuple):
     """Everything an evolution needs to continue, bit for bit (a pytree; save it with
-    :func:`quantax_lite.checkpoint.save_checkpoint` and load it into ``tdvp.init(...)``'s
-    state with :func:`~quantax_lite.checkpoint.load_checkpoint`).
+    :func:`quantax_lite.driver.checkpoint.save_checkpoint` and load it into ``tdvp.init(...)``'s
+    state with :func:`~quantax_lite.driver.checkpoint.load_checkpoint`).
 
     t: the time reached (wide-dtype scalar; time units). dt: the next step (fixed-step
       integrators: the step; adaptive: the proposal). params: the network parameters.
@@ -73,7 +73,7 @@ def _params_kind(params) -> bool:
 class TDVP:
     """Real- or imaginary-time evolution of ``sampler.log_psi`` under ``hamiltonian``.
 
-    hamiltonian: the :class:`~quantax_lite.operators.SpinHamiltonian` of the evolution.
+    hamiltonian: the :class:`~quantax_lite.operators.hamiltonian.SpinHamiltonian` of the evolution.
     sampler: a :class:`~quantax_lite.sampler.Sampler` of the wavefunction (Metropolis:
       samples; :class:`~quantax_lite.sampler.FullSumSampler`: exact sums, no noise).
     n_samples: samples per evaluation of the equation (a multiple of ``sampler.n_chains``);
@@ -89,7 +89,7 @@ class TDVP:
 
     The parameters may be real (a real network, complex log psi: the real part of the
     equation is solved) or all complex (a holomorphic log psi: the complex equation).
-    The speed choices in force when the TDVP is built (:mod:`quantax_lite.tuning`) are
+    The speed choices in force when the TDVP is built (:mod:`quantax_lite.utils.tuning`) are
     those of its compiled step.
     """
 

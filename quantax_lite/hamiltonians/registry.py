@@ -1,7 +1,7 @@
 """The Hamiltonian registry: one decorator line per model that a recipe can name.
 
 A model is a *builder* ``builder(lattice, coupling, marshall) -> SpinHamiltonian`` (the
-contract of :mod:`quantax_lite.operators`, with ``lattice`` set): ``coupling`` is the float
+contract of :mod:`quantax_lite.operators.hamiltonian`, with ``lattice`` set): ``coupling`` is the float
 of the recipe field the entry names (``"J2"``, ``"h"``; its ``default`` where the field is
 unset, 0.0 for a model without one), ``marshall`` whether Marshall's sign rule is on (only
 for an entry with ``marshall=True``, on a bipartite lattice, when the recipe asks for it).
@@ -23,9 +23,9 @@ import dataclasses
 import math
 from typing import Callable
 
-from ..errors import FieldError, FieldTypeError
-from ..lattice import Lattice
-from ..operators import SpinHamiltonian
+from quantax_lite.utils.errors import FieldError, FieldTypeError
+from quantax_lite.geometry.lattice import Lattice
+from quantax_lite.operators.hamiltonian import SpinHamiltonian
 
 __all__ = ["HamiltonianEntry", "register_hamiltonian", "unregister_hamiltonian", "hamiltonian_entry",
            "hamiltonian_names", "HAMILTONIAN_NAMES", "SPIN_UNITS", "PAULI_UNITS", "marshall_rule"]
@@ -70,7 +70,7 @@ class HamiltonianEntry:
         ham = self.builder(lattice, value, bool(marshall and self.marshall))
         if not isinstance(ham, SpinHamiltonian):
             raise FieldTypeError("hamiltonian", f"hamiltonian: the builder of {self.name!r} returned "
-                                 f"{type(ham).__name__}, expected a SpinHamiltonian (quantax_lite.operators).")
+                                 f"{type(ham).__name__}, expected a SpinHamiltonian (quantax_lite.operators.hamiltonian).")
         if getattr(ham, "lattice", None) is None or ham.n_sites != lattice.n_sites:
             raise FieldError("hamiltonian", f"hamiltonian: the builder of {self.name!r} must give the Hamiltonian "
                              f"its lattice ({lattice.name}, {lattice.n_sites} sites) as `lattice`.")
@@ -132,7 +132,7 @@ def register_hamiltonian(name: str, *, title: str, help: str = "", coupling: str
     value where that field is unset; units: how its energies are measured (:data:`SPIN_UNITS`,
     :data:`PAULI_UNITS`); sz_sector: it conserves Sz and runs in the Sz = 0 sector (an even
     number of sites; False: every configuration); marshall: the recipe's ``marshall``
-    applies (Marshall's sign on bipartite lattices, :func:`~quantax_lite.sign_rules.check_marshall_rule`);
+    applies (Marshall's sign on bipartite lattices, :func:`~quantax_lite.operators.sign_rules.check_marshall_rule`);
     antiferromagnet: an SU(2) antiferromagnet, for which the 120-degree phase rule, the random
     start on frustrated lattices and those lattices' measured optimizer settings apply;
     frustration: the kind of frustration (a key of ``recipes.MEASURED_OPTIMIZER``) of a

@@ -6,7 +6,7 @@ spectrum, a positive ground state).
 """
 from __future__ import annotations
 
-from ..operators import Heisenberg, TransverseFieldIsing
+from quantax_lite.operators.hamiltonian import Heisenberg, TransverseFieldIsing
 from .registry import PAULI_UNITS, marshall_rule, register_hamiltonian
 
 __all__ = ["heisenberg", "j1j2", "tfim"]

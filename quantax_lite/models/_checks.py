@@ -1,13 +1,13 @@
 """Argument checks shared by the models: parameter dtypes, spin-configuration batches, lattice
-shapes; ``positive_int`` is the package-wide one of :mod:`quantax_lite._validate`."""
+shapes; ``positive_int`` is the package-wide one of :mod:`quantax_lite.utils.validate`."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import positive_int
-from ..hilbert import check_spin_dtype, check_spin_values
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.hilbert.configurations import check_spin_dtype, check_spin_values
 
 _REAL_DTYPES = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..lattice import translation_perms
+from quantax_lite.geometry.lattice import translation_perms
 from .registry import network_entry, network_options
 
 __all__ = ["check_network"]

@@ -16,7 +16,7 @@ for the ``k**d`` offsets ``a`` in ``{0 .. k-1}**d``; parameters ``kernel``
 ``(k,)*d + (c_in, c_out)`` and ``bias`` ``(c_out,)``.
 
 :class:`PeriodicConv` is one layer with one set of values and derivatives. How it is
-computed is the library's choice (:func:`quantax_lite.tuning.conv_form`, by size,
+computed is the library's choice (:func:`quantax_lite.utils.tuning.conv_form`, by size,
 precision and backend), among implementations of the same function:
 
 * ``"dense"``: one ``(N * c_in, N * c_out)`` block-circulant matrix built from the kernel
@@ -50,8 +50,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import autotune, tuning
-from ..lattice import periodic_site_index, site_coords
+from quantax_lite.utils import autotune
+from quantax_lite.utils import tuning
+from quantax_lite.geometry.lattice import periodic_site_index, site_coords
 from ._checks import lattice_shape, positive_int, real_dtype, spin_batch
 from .heads import READOUTS, Head, add_phase_rule, angles
 from .registry import register_network
@@ -102,7 +103,7 @@ def kernel_reach(lattice, kernel_size: int, max_order: int = 3) -> tuple[float, 
     of ``i`` (periodic wrapping of the cell grid included): 1.0 where one layer couples
     every pair of the shell, NaN where the cluster has no bond of that order. On a large
     enough cluster this is the geometry of the lattice's unit cell and Bravais vectors
-    (``docs/api.md`` has the table for the lattices of :mod:`quantax_lite.lattice`).
+    (``docs/api.md`` has the table for the lattices of :mod:`quantax_lite.geometry.lattice`).
     """
     max_order = positive_int(max_order, "max_order")
     shape = lattice_shape(lattice.shape, "lattice.shape")
@@ -180,10 +181,10 @@ _TIMING_BATCH = 512
 def conv_form_for(shape: tuple, kernel_size: int, channels: int, dtype) -> str:
     """The convolution form of a layer of ``channels`` on the periodic grid ``shape``.
 
-    :func:`quantax_lite.tuning.conv_form` (a fixed rule by width) unless the tuning in
+    :func:`quantax_lite.utils.tuning.conv_form` (a fixed rule by width) unless the tuning in
     force has ``autotune`` on and no fixed form: then the fastest of the candidate forms
     for this shape, timed once per machine and library version
-    (:func:`quantax_lite.autotune.pick`; a forward pass and a gradient of one layer on
+    (:func:`quantax_lite.utils.autotune.pick`; a forward pass and a gradient of one layer on
     ``_TIMING_BATCH`` maps), the rule's form being the default when timing is turned off.
     Every form computes the same function (to rounding)."""
     n_sites = int(np.prod(shape))
@@ -614,7 +615,7 @@ class ConvResNet(_CellGrid, nn.Module):
         real ``psi`` is a stationary point of the energy in the phase directions).
 
       n_basis: sites per unit cell (default 1: cells are sites); site ``c * n_basis + b``
-        is channel ``b`` of cell ``c`` (the numbering of :class:`~quantax_lite.lattice.Lattice`).
+        is channel ``b`` of cell ``c`` (the numbering of :class:`~quantax_lite.geometry.lattice.Lattice`).
       site_phases: None (default) or one fixed angle ``theta_i`` (radians) per site: a
         phase rule, ``log psi_0(s)`` gains ``i * sum_{i: s_i = -1} theta_i`` (e.g. the
         120-degree rule of :func:`~quantax_lite.models.sublattice_phases`). The network

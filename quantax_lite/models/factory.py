@@ -5,10 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tuning
-from .._validate import finite_number
-from ..sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
-from ..symmetry import Symmetry
+from quantax_lite.utils import tuning
+from quantax_lite.utils.validate import finite_number
+from quantax_lite.operators.sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
+from quantax_lite.geometry.symmetry import Symmetry
 from .conv import ConvOptions, ConvResNet, default_conv_architecture
 from .heads import Head, Network, PhaseRule
 from .rbm import RBM
@@ -121,7 +121,7 @@ def _symmetry_table(lattice, symmetry):
     """The checked group table of ``symmetry`` for ``lattice``.
 
     A group that remembers the lattice it was built for (``symmetry.lattice``, set by the
-    builders of :mod:`quantax_lite.symmetry`) must have been built for this lattice:
+    builders of :mod:`quantax_lite.geometry.symmetry`) must have been built for this lattice:
     another lattice with the same number of sites (e.g. a 2x8 or a chain of 16 sites for
     4x4) raises ValueError. A hand-made table (no lattice) is checked by size only.
     """

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import tuning
+from quantax_lite.utils import tuning
 from ._checks import complex_dtype, real_dtype
 from .symmetrize import weighted_logsumexp
 
@@ -190,7 +190,7 @@ class Network(nn.Module):
 
 class PhaseRule(nn.Module):
     """``log psi(s) = log psi_net(s) + i sum_{i: s_i = -1} theta_i``: a fixed phase rule
-    (e.g. the 120-degree rule of :func:`~quantax_lite.sign_rules.sublattice_phases`) on a
+    (e.g. the 120-degree rule of :func:`~quantax_lite.operators.sign_rules.sublattice_phases`) on a
     complex network. ``site_phases``: one angle (radians) per site."""
 
     network: nn.Module

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tuning
-from ..lattice import translation_perms
+from quantax_lite.utils import tuning
+from quantax_lite.geometry.lattice import translation_perms
 from ._checks import complex_dtype, positive_int, real_dtype, spin_batch
 from .registry import register_network
 
@@ -101,7 +101,7 @@ class RBMFeatures(nn.Module):
 
     ``translated=True`` (periodic lattices): ``features[:, r, f] = log cosh(b_f + sum_i
     W[i, f] (T_r s)[i])`` for every cell ``r`` (``T_r`` the translation bringing cell ``r``
-    to the origin: :func:`~quantax_lite.lattice.translation_perms`), ``alpha`` hidden units
+    to the origin: :func:`~quantax_lite.geometry.lattice.translation_perms`), ``alpha`` hidden units
     per cell, equivariant under translations by whole cells; with the ``"sum"`` head of
     weights ``w_f`` this is the symmetric RBM ``sum_{r,f} w_f log cosh(theta_rf)``.
     Parameters ``kernel (n_sites, alpha)``, ``hidden_bias (alpha,)``.

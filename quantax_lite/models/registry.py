@@ -7,7 +7,7 @@ A network is a *backbone*: ``builder(lattice, options, dtype) -> flax module`` w
 
 * ``"cells"`` (the default when absent): ``features(T_r s)[:, 0] = features(s)[:, r]``
   for the translation ``T_r`` that brings cell ``r`` to the origin (cells row-major, as
-  :class:`~quantax_lite.lattice.Lattice` numbers them): the library then merges group
+  :class:`~quantax_lite.geometry.lattice.Lattice` numbers them): the library then merges group
   elements that differ by a translation and may use the plane-wave readout;
 * ``"none"``: no guarantee (any number of positions on axis 1); projected over every
   group element;
@@ -36,7 +36,7 @@ import types
 import typing
 from typing import Callable, Mapping
 
-from ..errors import FieldError, FieldTypeError
+from quantax_lite.utils.errors import FieldError, FieldTypeError
 
 __all__ = ["NetworkEntry", "register_network", "network_entry", "network_names", "network_options",
            "options_config", "EQUIVARIANCES"]

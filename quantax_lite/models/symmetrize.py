@@ -1,7 +1,7 @@
 """Projection of a network onto a symmetry sector: psi(s) = sum_g chi_g psi_0(g s).
 
 Group elements act on configurations as ``(g s)[i] = flips[g] * s[perms[g, i]]``
-(the convention of :mod:`quantax_lite.symmetry`). With characters ``chi`` of a 1-D
+(the convention of :mod:`quantax_lite.geometry.symmetry`). With characters ``chi`` of a 1-D
 representation, ``psi(g s) = psi(s) / chi_g``, i.e. ``log psi(g s) = log psi(s) - log chi_g``.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..lattice import translation_perms  # re-exported: the translations of a grid of cells
-from ..symmetry import group_table  # the one check of a group table (re-exported here)
-from .. import tuning
+from quantax_lite.geometry.lattice import translation_perms  # re-exported: the translations of a grid of cells
+from quantax_lite.geometry.symmetry import group_table  # the one check of a group table (re-exported here)
+from quantax_lite.utils import tuning
 from ._checks import lattice_shape, positive_int, spin_batch
 
 __all__ = [

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import tuning
+from quantax_lite.utils import tuning
 from ._checks import complex_dtype, lattice_shape, positive_int, real_dtype, spin_batch
 from .registry import register_network
 

@@ -8,7 +8,7 @@ configurations ``(n_samples, n_sites)`` in the chain-major layout of the sampler
 
 Estimators. An operator ``O`` is estimated by its local value
 ``O_loc(s) = sum_s' O[s, s'] psi(s') / psi(s)`` averaged over ``s ~ |psi|^2``; the error
-bar, variance and tau are those of :func:`quantax_lite.stats.statistics` on
+bar, variance and tau are those of :func:`quantax_lite.stats.chains.statistics` on
 ``per_chain(O_loc, n_chains)`` (autocorrelation included). For a Hermitian observable the
 real part of ``O_loc`` is averaged (its expectation is the same, exactly). Functions of
 several expectation values are estimated per sample and then averaged (S(q), C(r) are
@@ -37,12 +37,12 @@ from .contract import (
 from .correlations import SpinCorrelations, spin_correlations
 from .dimers import DimerCorrelations, dimer_correlations
 from .distance import CorrelationVsDistance, correlation_vs_distance
-from .expect import expect
+from .expectation import expect
 from .magnetization import sz_moments
-from .measure import SCHEMA, measure
+from .measurement import SCHEMA, measure
 from .order_parameter import staggered_magnetization_sq
-from .structure_factor import StructureFactor, lattice_momenta, structure_factor
-from .sz_correlations import sz_correlations
+from .structure_factors import StructureFactor, lattice_momenta, structure_factor
+from .zz_correlations import sz_correlations
 
 # the shared ratio machinery under the names it had when this package was one module
 from .ratios import KINDS as _KINDS  # noqa: E402

@@ -9,8 +9,8 @@ from .distance import CORRELATION_VS_DISTANCE
 from .energy import ENERGY
 from .magnetization import SZ_MOMENTS
 from .order_parameter import STAGGERED_MAGNETIZATION
-from .structure_factor import STRUCTURE_FACTOR
-from .sz_correlations import SZ_CORRELATIONS
+from .structure_factors import STRUCTURE_FACTOR
+from .zz_correlations import SZ_CORRELATIONS
 
 BUILT_IN = (
     ENERGY,

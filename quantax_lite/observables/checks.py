@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import positive_int
-from ..lattice import Lattice
-from ..operators import check_samples
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.geometry.lattice import Lattice
+from quantax_lite.operators.hamiltonian import check_samples
 
 
 def int8_samples(samples, n_sites: int):
@@ -69,7 +69,7 @@ def weights(weights, n_samples: int):
 def lattice_of(lattice, n_sites: int | None = None) -> Lattice:
     """``lattice`` checked to be a :class:`Lattice` (of ``n_sites`` sites when given)."""
     if not isinstance(lattice, Lattice):
-        raise TypeError(f"lattice: expected a quantax_lite.lattice.Lattice, got {type(lattice).__name__}")
+        raise TypeError(f"lattice: expected a quantax_lite.geometry.lattice.Lattice, got {type(lattice).__name__}")
     if n_sites is not None and lattice.n_sites != n_sites:
         raise ValueError(f"lattice: has {lattice.n_sites} sites, the correlations {n_sites}")
     return lattice

@@ -1,5 +1,5 @@
 """Statistics of per-sample values: every column of a ``(n_samples, k)`` matrix in one
-compiled pass (chain-major, :func:`quantax_lite.stats.statistics`), or exact weighted sums."""
+compiled pass (chain-major, :func:`quantax_lite.stats.chains.statistics`), or exact weighted sums."""
 from __future__ import annotations
 
 import functools
@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..sampler import per_chain
-from ..stats import Stats, statistics
+from quantax_lite.sampler import per_chain
+from quantax_lite.stats.chains import Stats, statistics
 from .checks import host
 
 

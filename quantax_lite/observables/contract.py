@@ -22,7 +22,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ..lattice import Lattice
+from quantax_lite.geometry.lattice import Lattice
 
 
 class Inputs(NamedTuple):

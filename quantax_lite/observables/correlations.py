@@ -11,7 +11,7 @@ from .contract import Observable, Part
 from .json_values import mean_error
 from .programs import sampled_inputs
 from .ratios import moved_values, pairs_spec
-from .sz_correlations import pairs_to_matrix, sz_correlations
+from .zz_correlations import pairs_to_matrix, sz_correlations
 
 
 class SpinCorrelations(NamedTuple):
@@ -53,7 +53,7 @@ def spin_correlations(
     network evaluation per pair and sample (``n (n - 1) / 2``), chunked by ``chunk_map``
     (``chunk_size`` samples per device per step; None: about
     ``tuning.current().local_energy_rows`` evaluations per step). Statistics per entry
-    (:func:`quantax_lite.stats.statistics`, tau included). ``pair_values`` holds
+    (:func:`quantax_lite.stats.chains.statistics`, tau included). ``pair_values`` holds
     ``n_samples * n (n - 1) / 2`` floats.
     """
     samples = two_dimensional(samples)

@@ -5,8 +5,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import positive_int
-from ..lattice import Lattice
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.geometry.lattice import Lattice
 from .checks import host, lattice_of
 from .column_stats import series_stats, stats_of_columns
 from .contract import Observable, Part

@@ -5,7 +5,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..lattice import Lattice
+from quantax_lite.geometry.lattice import Lattice
 from .checks import lattice_of
 from .contract import Observable, Part
 from .correlations import corr_sites, pair_functional, pair_specs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import Stats
+from quantax_lite.stats.chains import Stats
 from .checks import chains, int8_samples, samples_host, two_dimensional, weights as checked_weights
 from .column_stats import series_stats
 from .contract import Observable, Part

@@ -7,10 +7,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from .. import tuning
-from .._validate import positive_int
-from ..operators import make_local_energy
-from ..utils import chunk_map
+from quantax_lite.utils import tuning
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.operators.hamiltonian import make_local_energy
+from quantax_lite.utils import chunk_map
 from .checks import chains, int8_samples, weights as checked_weights
 
 
@@ -40,7 +40,7 @@ def log_psi_fn(log_psi, chunk_size, mesh, choices):
 
 @cached
 def local_values_fn(operator, log_psi, chunk_size, mesh, choices):
-    """The local-energy engine of ``operator`` (:func:`~quantax_lite.operators.make_local_energy`)."""
+    """The local-energy engine of ``operator`` (:func:`~quantax_lite.operators.hamiltonian.make_local_energy`)."""
     with tuning.using(choices):
         return make_local_energy(operator, log_psi, chunk_size=chunk_size, mesh=mesh)
 

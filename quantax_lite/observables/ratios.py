@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tuning
-from .._validate import positive_int
-from ..utils import chunk_map
+from quantax_lite.utils import tuning
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.utils import chunk_map
 from .checks import host
 from .programs import cached
 

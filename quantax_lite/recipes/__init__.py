@@ -6,7 +6,7 @@ into the model, the sampler with its rule and sweep, the driver and its first st
 The ``quantax-lite train`` command is this recipe plus a run folder: its options are the
 fields below (``--lr-half-life`` is ``lr_half_life``) with the same defaults, by
 construction. How fast the run goes is decided inside the library
-(:mod:`quantax_lite.tuning`)::
+(:mod:`quantax_lite.utils.tuning`)::
 
     import jax; jax.config.update("jax_enable_x64", True)  # float64 SR solve on CPUs
     from quantax_lite import Recipe, build, run
@@ -36,9 +36,9 @@ The package, one concept per module (each imports only those above it):
 from __future__ import annotations
 
 
-from ..lattice import Lattice, parse_lattice
+from quantax_lite.geometry.lattice import Lattice, parse_lattice
 from . import presets
-from .build import Run, build, make_run_network, physical_basis, switch_stage
+from .assembly import Run, build, make_run_network, physical_basis, switch_stage
 from .energies import LITERATURE_ENERGY_PER_SITE, MAX_ED_SITES
 from .fields import (AMPLITUDES, AUTO, HAMILTONIANS, MAX_EXACT_SUM_STATES, MOMENTUM_READOUTS, NORMS, PHASE_RULES,
                      PRECISIONS, SAMPLINGS, SEED_LIMIT, SYMMETRIES, check_seed, float_or_auto, int_or_auto,

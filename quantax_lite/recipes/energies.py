@@ -1,16 +1,16 @@
 """The energies a run is measured against: the exact ground-state energy of the whole space
 (a literature value, else exact diagonalization, else the table of
-:mod:`quantax_lite.references`) and the lowest energy of the network's sector. Functions of
+:mod:`quantax_lite.exact.references`) and the lowest energy of the network's sector. Functions of
 a recipe; :class:`~quantax_lite.recipes.spec.Recipe`'s methods of the same names call them."""
 from __future__ import annotations
 
-from .. import references
-from ..ground_sector import MAX_SEARCH_SITES
-from ..lattice import parse_lattice
+from quantax_lite.exact import references
+from quantax_lite.exact.ground_sector import MAX_SEARCH_SITES
+from quantax_lite.geometry.lattice import parse_lattice
 from .resolve import sector_choice, system_key
 from .sector import sector_lowest_energy, whole_space_ground
 
-# The literature values of the package's table of reference energies (quantax_lite.references),
+# The literature values of the package's table of reference energies (quantax_lite.exact.references),
 # (lattice, hamiltonian, J2: the model's coupling) -> energy per site, by their earlier name.
 LITERATURE_ENERGY_PER_SITE = {key: references.ENERGY_PER_SITE[key] for key in sorted(references.LITERATURE)}
 MAX_ED_SITES = 20
@@ -18,10 +18,10 @@ MAX_ED_SITES = 20
 
 def reference_energy(recipe, lattice=None, hamiltonian=None) -> float | None:
     """The exact energy of the whole space's ground state (the summary's relative error
-    is against it): a literature value (:data:`quantax_lite.references.LITERATURE`), else sparse
+    is against it): a literature value (:data:`quantax_lite.exact.references.LITERATURE`), else sparse
     diagonalization of the whole Sz = 0 space (every configuration for tfim) up to
     :data:`MAX_ED_SITES` sites, or up to 24 where :meth:`sector_choice` diagonalized it,
-    else a value of the table :data:`quantax_lite.references.ENERGY_PER_SITE`, else None. Whether the network's sector holds that ground state,
+    else a value of the table :data:`quantax_lite.exact.references.ENERGY_PER_SITE`, else None. Whether the network's sector holds that ground state,
     and its own lowest energy where not: :meth:`sector_energy`, :meth:`sector_summary`."""
     return reference(recipe, lattice, hamiltonian)[0]
 

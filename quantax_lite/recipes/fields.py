@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 
-from ..errors import FieldError, FieldTypeError
-from ..hamiltonians import HAMILTONIAN_NAMES
+from quantax_lite.utils.errors import FieldError, FieldTypeError
+from quantax_lite.hamiltonians import HAMILTONIAN_NAMES
 
 # the registered models (quantax_lite.hamiltonians), a live view: ('heisenberg', 'j1j2', 'tfim') and any added
 HAMILTONIANS = HAMILTONIAN_NAMES

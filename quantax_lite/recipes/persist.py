@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-from ..errors import FieldError
-from .build import Run, build, switch_stage
+from quantax_lite.utils.errors import FieldError
+from .assembly import Run, build, switch_stage
 from .resources import RESOURCE_FIELDS
 from .schema import FIELDS_OF_EARLIER_RUNS, migrate  # noqa: F401  (FIELDS_OF_EARLIER_RUNS: read with the runs)
 from .spec import Recipe
@@ -31,12 +31,12 @@ def recipe_of_run(out_dir, *, chunk_size="auto", memory_budget=None) -> tuple[Re
     chunk_size, memory_budget: how memory is bounded here (not part of the run: a run may
     be continued or measured on another machine). ``ValueError`` naming ``out_dir`` when the
     folder holds no readable checkpoint, or one without a recipe (written by
-    :func:`quantax_lite.vmc.run` directly: rebuild its driver and call
-    :func:`~quantax_lite.checkpoint.load_latest_checkpoint`).
+    :func:`quantax_lite.driver.vmc.run` directly: rebuild its driver and call
+    :func:`~quantax_lite.driver.checkpoint.load_latest_checkpoint`).
     """
     import os
 
-    from ..checkpoint import list_checkpoints, newest_readable_checkpoint
+    from quantax_lite.driver.checkpoint import list_checkpoints, newest_readable_checkpoint
 
     out_dir = os.fspath(out_dir)
     if not os.path.isdir(out_dir):
@@ -67,7 +67,7 @@ def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
     optimizer state, chains) in the run's structure and shardings.
 
     ``state.params`` is the trained wavefunction (``run.model.apply(state.params, s)``);
-    ``run.vmc`` and ``state`` continue the training (:func:`~quantax_lite.vmc.run`).
+    ``run.vmc`` and ``state`` continue the training (:func:`~quantax_lite.driver.vmc.run`).
     Errors name ``out_dir`` (see
     :func:`recipe_of_run`); a checkpoint that does not fit the rebuilt run (e.g. another
     device count with a chain count that depends on it) raises ``ValueError``.
@@ -75,7 +75,7 @@ def load_run(out_dir, *, chunk_size="auto", memory_budget=None) -> LoadedRun:
     stage (:meth:`Recipe.symmetry_at` its iteration), its state carried over by
     :func:`switch_stage`.
     """
-    from ..checkpoint import load_latest_checkpoint
+    from quantax_lite.driver.checkpoint import load_latest_checkpoint
 
     recipe = recipe_of_run(out_dir, chunk_size=chunk_size, memory_budget=memory_budget)[0]
     r = build(recipe)

@@ -6,7 +6,7 @@ made once by :mod:`~quantax_lite.recipes.resolve`: the registered model with its
 Marshall sign, the sector and how it was chosen, the stages, the network's size and options,
 the amplitude kind, the phase rule, the readout and the initialization scale, the optimizer
 settings and the kind of frustration that picked them, where the reference energy comes
-from, and the resources. :func:`~quantax_lite.recipes.build.build` reads it and looks the
+from, and the resources. :func:`~quantax_lite.recipes.assembly.build` reads it and looks the
 pieces up in the registries; ``Recipe.plan()`` makes it once per recipe (kept with the recipe
 and with its resolved form, so ``resolved()``, ``sector_choice()`` and ``auto_decisions()``
 read the same decisions).
@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .. import sign_rules
-from ..hamiltonians import hamiltonian_entry
-from ..lattice import Lattice, parse_lattice
+from quantax_lite.operators import sign_rules
+from quantax_lite.hamiltonians import hamiltonian_entry
+from quantax_lite.geometry.lattice import Lattice, parse_lattice
 from . import energies, resolve
 from .fields import is_auto
 from .resources import Resources

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import types
 
-from ..errors import FieldError
+from quantax_lite.utils.errors import FieldError
 from .spec import Recipe
 
 _J1J2 = dict(hamiltonian="j1j2", J2=0.5)

@@ -14,13 +14,13 @@ import re
 
 import numpy as np
 
-from ..errors import FieldError, FieldTypeError
-from .._validate import finite_number, positive_int
-from .. import sign_rules
-from ..hamiltonians import hamiltonian_entry, hamiltonian_names
-from ..lattice import parse_lattice
+from quantax_lite.utils.errors import FieldError, FieldTypeError
+from quantax_lite.utils.validate import finite_number, positive_int
+from quantax_lite.operators import sign_rules
+from quantax_lite.hamiltonians import hamiltonian_entry, hamiltonian_names
+from quantax_lite.geometry.lattice import parse_lattice
 from .fields import AUTO, COUPLINGS, MAX_EXACT_SUM_STATES, is_auto, momentum_text
-from ..memory import check_budget_applies
+from quantax_lite.driver.memory import check_budget_applies
 from .sector import SectorChoice, choose_sector, sector_group, wave_vector
 from .stages import n_eval_samples, symmetry_stages
 
@@ -96,7 +96,7 @@ def check_network(recipe) -> None:
     when empty). The conv network's options are the fields ``channels``, ``depth``,
     ``kernel_size`` and ``norm``: given in ``network_options`` they move there (once); for
     another network those fields keep their defaults (``ValueError`` naming the field)."""
-    from ..models import network_entry, network_options
+    from quantax_lite.models import network_entry, network_options
 
     network_entry(recipe.network)
     given = recipe.network_options
@@ -155,7 +155,7 @@ def check_exact_sum(recipe, lattice) -> None:
     for name in ("chains", "sweep_size", "eval_samples", "full_stage_samples"):
         if getattr(recipe, name) is not None:
             raise FieldError(name, f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
-    from ..hilbert import sector_size
+    from quantax_lite.hilbert.configurations import sector_size
 
     n = lattice.n_sites
     n_states = sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None)
@@ -254,7 +254,7 @@ def phase_rule_kind(recipe, lattice=None) -> str:
 
 
 def site_phases(recipe, lattice=None):
-    """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.sign_rules.sublattice_phases`),
+    """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.operators.sign_rules.sublattice_phases`),
     or None."""
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
     return sign_rules.sublattice_phases(lattice) if phase_rule_kind(recipe, lattice) == "120" else None
@@ -318,7 +318,7 @@ def network_size(recipe, lattice=None) -> tuple[int | None, int | None]:
     channels, depth 3 (the 6x6 Heisenberg, J1-J2 and triangular rows, which the default
     16 x 4 network lost to within their time budgets); beyond, and chains beyond 20 sites,
     the network's default (16 channels, depth 4)."""
-    from ..models import default_conv_architecture
+    from quantax_lite.models import default_conv_architecture
 
     lattice = parse_lattice(recipe.lattice) if lattice is None else lattice
     default = default_conv_architecture(lattice)
@@ -371,9 +371,9 @@ def sector_choice(recipe, lattice=None, hamiltonian=None) -> "SectorChoice":
     imposed: the momentum sector holds the ground state whatever its parity). Decided:
     by the lattice where a sign rule makes the ground state positive in the network's
     basis (tfim; Heisenberg with the Marshall sign): every character 1; by exact
-    diagonalization up to :data:`~quantax_lite.ground_sector.MAX_SEARCH_SITES` sites
+    diagonalization up to :data:`~quantax_lite.exact.ground_sector.MAX_SEARCH_SITES` sites
     (the whole Sz = 0 space once, then the ground state's weight in each candidate
-    sector, :func:`~quantax_lite.ground_sector.find_ground_sector`; where no sector the
+    sector, :func:`~quantax_lite.exact.ground_sector.find_ground_sector`; where no sector the
     fields express holds it, the one with the lowest energy of its own); above that the
     sector of characters 1 (k = 0), which is said. Computed once per process for each
     system and sector fields (the lattice and Hamiltonian default to those of

@@ -1,7 +1,7 @@
 """How a run bounds its memory, kept apart from what it computes: :class:`Resources`.
 
 A recipe's physics does not depend on them (a run may be continued or measured on another
-machine with others); :func:`~quantax_lite.recipes.build.build` takes them beside the recipe
+machine with others); :func:`~quantax_lite.recipes.assembly.build` takes them beside the recipe
 (``build(recipe, resources=Resources(chunk_size=64))``). The flat form keeps them as the
 recipe's fields ``chunk_size`` and ``memory_budget`` (``recipe.resources``), checked here.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import concerning
-from ..memory import check_budget_applies, check_chunk_size, check_memory_budget, is_auto_chunk
+from quantax_lite.utils.errors import concerning
+from quantax_lite.driver.memory import check_budget_applies, check_chunk_size, check_memory_budget, is_auto_chunk
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
-from ..errors import FieldError
-from ..lattice import parse_lattice
+from quantax_lite.utils.errors import FieldError
+from quantax_lite.geometry.lattice import parse_lattice
 from .resources import RESOURCE_FIELDS
 
 # the version of the form config_of writes; configs without one are of version 1
@@ -24,7 +24,7 @@ FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None
                           "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
                           "full_stage_samples": None, "full_stage_lr": None}
 # Options that runs of earlier versions recorded and that no longer exist: speed choices the
-# library now makes itself (quantax_lite.tuning). A run recording one is read with a warning.
+# library now makes itself (quantax_lite.utils.tuning). A run recording one is read with a warning.
 OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
 # Options of the command that say how a run is carried out, not what it computes; earlier
 # versions recorded some of them with the recipe (the resources among them). Ignored where a
@@ -48,7 +48,7 @@ def check_schema_version(version) -> None:
 
 def resolved_or_self(recipe):
     """:meth:`~quantax_lite.recipes.spec.Recipe.resolved`, or the recipe as it is where its
-    sector cannot be formed on its lattice (:func:`~quantax_lite.recipes.build.build` then
+    sector cannot be formed on its lattice (:func:`~quantax_lite.recipes.assembly.build` then
     names the field)."""
     try:
         return recipe.resolved()
@@ -87,7 +87,7 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
                          "know, so it cannot rebuild that run; measure it with the version that made it.")
     if legacy:
         warnings.warn(f"{where}: the run records {', '.join(f'{k}={config[k]!r}' for k in legacy)}, option(s) of an "
-                      "earlier version that this one chooses itself (quantax_lite.tuning); ignored.", stacklevel=3)
+                      "earlier version that this one chooses itself (quantax_lite.utils.tuning); ignored.", stacklevel=3)
     fields = {**{k: v for k, v in FIELDS_OF_EARLIER_RUNS.items() if k in names},
               **{k: v for k, v in config.items() if k in names}}
     fields["schema_version"] = config.get("schema_version", 1)

@@ -1,6 +1,6 @@
 """The symmetry sector of a recipe's network: :class:`SectorChoice`, the group of a sector,
 and how an 'auto' sector is chosen (a sign rule's positive ground state, or the ground state
-of the whole space by exact diagonalization, :mod:`quantax_lite.ground_sector`). Functions
+of the whole space by exact diagonalization, :mod:`quantax_lite.exact.ground_sector`). Functions
 of a hashable system ``(lattice, registered model, coupling, marshall)``
 (:func:`~quantax_lite.recipes.resolve.system_key`), cached per process."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import functools
 
 import numpy as np
 
-from ..errors import FieldError
-from ..ground_sector import MAX_SEARCH_SITES, WEIGHT_TOL, GroundOverlaps, find_ground_sector, momenta
-from ..ground_sector import whole_space_ground_state
+from quantax_lite.utils.errors import FieldError
+from quantax_lite.exact.ground_sector import MAX_SEARCH_SITES, WEIGHT_TOL, GroundOverlaps, find_ground_sector, momenta
+from quantax_lite.exact.ground_sector import whole_space_ground_state
 from .fields import SYMMETRIES, is_auto
 
 
@@ -20,11 +20,11 @@ def sector_group(lattice, name: str, momentum=None, parity: int | None = None, r
     """The group of the symmetry ``name`` ('none', 'translations', 'full') in a sector:
     ``momentum`` a Cartesian wave vector or None (k = 0); ``parity`` the character of spin
     inversion, or None (+1 with 'full', no spin inversion with 'translations'); ``rotation``
-    the point group's irrep with 'full' (:func:`~quantax_lite.symmetry.rotation_characters`;
+    the point group's irrep with 'full' (:func:`~quantax_lite.geometry.symmetry.rotation_characters`;
     None: +1, ignored by the other groups). 'full' with ``k != 0`` keeps the little group
-    of ``k`` (:func:`~quantax_lite.symmetry.full_symmetry`).
+    of ``k`` (:func:`~quantax_lite.geometry.symmetry.full_symmetry`).
     None for 'none' (ValueError naming ``momentum`` / ``spin_parity`` if they are set)."""
-    from .. import symmetry as sym
+    from quantax_lite.geometry import symmetry as sym
 
     if name == "none":
         if momentum is not None:
@@ -73,7 +73,7 @@ class SectorChoice:
     imposed with translations, +1 with full; rotation parity +1). symmetry: the group of the
     last stage ('none', 'translations', 'full'); ndim: the lattice's. chosen_by: 'user' (every
     field that matters given, or no group), 'lattice' (a sign rule's positive ground state,
-    or no diagonalization above :data:`~quantax_lite.ground_sector.MAX_SEARCH_SITES` sites) or
+    or no diagonalization above :data:`~quantax_lite.exact.ground_sector.MAX_SEARCH_SITES` sites) or
     'exact diagonalization'; reason: why, in words. ground_energy: the whole space's lowest
     energy where it was diagonalized, else None; sector_energy: the sector's lowest where
     known, else None; holds_ground_state: whether the sector holds the whole space's ground
@@ -120,7 +120,7 @@ class SectorChoice:
 
 @functools.lru_cache(maxsize=1)
 def whole_space_ground(system: tuple):
-    """:func:`~quantax_lite.ground_sector.whole_space_ground_state` of the system of
+    """:func:`~quantax_lite.exact.ground_sector.whole_space_ground_state` of the system of
     :func:`system_key`, kept for the last system asked (the search and the reference
     energy share one diagonalization)."""
     return whole_space_ground_state(hamiltonian_of(*system))
@@ -129,7 +129,7 @@ def whole_space_ground(system: tuple):
 @functools.lru_cache(maxsize=16)
 def sector_lowest_energy(system: tuple, stage: str, fields: tuple) -> float:
     """The lowest energy in the sector ``fields`` of the group ``stage`` (sparse diagonalization)."""
-    from .. import exact
+    from quantax_lite.exact import diagonalization as exact
 
     lattice = system[0]
     m, p, r = fields
@@ -142,7 +142,7 @@ def choose_sector(system: tuple, stage: str, momentum, spin_parity, rotation_par
                    positive: bool) -> SectorChoice:
     """:meth:`Recipe.sector_choice` of a system (:func:`system_key`), the group of the
     last stage and the sector fields as given; computed once per process for each."""
-    from .. import symmetry as sym
+    from quantax_lite.geometry import symmetry as sym
 
     lattice = system[0]
     given = (momentum, spin_parity, rotation_parity)

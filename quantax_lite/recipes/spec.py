@@ -4,20 +4,20 @@ on its own when a recipe is made (the checks across fields: :func:`~quantax_lite
 Its methods are thin: what 'auto' decides and the cross-field checks live in
 :mod:`~quantax_lite.recipes.resolve`, the stage schedule in :mod:`~quantax_lite.recipes.stages`,
 reference energies in :mod:`~quantax_lite.recipes.energies`, the recorded form in
-:mod:`~quantax_lite.recipes.schema`; construction in :mod:`~quantax_lite.recipes.build`.
+:mod:`~quantax_lite.recipes.schema`; construction in :mod:`~quantax_lite.recipes.assembly`.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from ..errors import FieldError, concerning
-from .._validate import finite_number, positive_int
-from ..memory import check_memory_budget
+from quantax_lite.utils.errors import FieldError, concerning
+from quantax_lite.utils.validate import finite_number, positive_int
+from quantax_lite.driver.memory import check_memory_budget
 from . import energies, resolve, schema, stages
 from .plan import Plan, make_plan
 from .resources import Resources, check_chunk_size
-from ..hamiltonians import hamiltonian_entry
+from quantax_lite.hamiltonians import hamiltonian_entry
 from .fields import (AMPLITUDES, AUTO, COUPLINGS, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
                      check_choice, check_seed, float_or_auto, int_or_auto, int_or_float, is_auto, momentum_text,
                      network_option, parity_or_auto, parse_symmetry)
@@ -218,7 +218,7 @@ class Recipe:
         return resolve.phase_rule_kind(self, lattice)
 
     def site_phases(self, lattice=None):
-        """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.sign_rules.sublattice_phases`),
+        """The network's phase rule, ``(n_sites,)`` radians (:func:`~quantax_lite.operators.sign_rules.sublattice_phases`),
         or None."""
         return resolve.site_phases(self, lattice)
 

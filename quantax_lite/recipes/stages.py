@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import functools
 
-from .._validate import positive_int
+from quantax_lite.utils.validate import positive_int
 from .fields import parse_symmetry
 
 
 def _halving_schedule(lr: float, half_life: float, start: int, count):
     """The learning rate at step ``count``: ``lr`` until ``start``, then halving every
     ``half_life`` steps, never below ``lr / 10`` (optax's ``exponential_decay`` with
-    ``decay_rate=0.5``, computed in :func:`~quantax_lite.tuning.wide_dtype`)."""
+    ``decay_rate=0.5``, computed in :func:`~quantax_lite.utils.tuning.wide_dtype`)."""
     import jax.numpy as jnp
 
-    from .. import tuning
+    from quantax_lite.utils import tuning
 
     dt = tuning.wide_dtype()
     elapsed = jnp.maximum(jnp.asarray(count, dt) - jnp.asarray(start, dt), jnp.zeros((), dt))

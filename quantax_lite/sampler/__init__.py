@@ -24,12 +24,12 @@ Rules, one per module under ``rules/``: :class:`LocalFlip`, :class:`Exchange`,
 Sample layout: ``samples`` has shape (n_samples, n_sites), **chain-major**: rows
 ``c * n_sweeps : (c + 1) * n_sweeps`` are the successive recorded states of chain c.
 ``per_chain(x, n_chains)`` reshapes any per-sample array to (n_chains, n_sweeps, ...),
-the layout :func:`quantax_lite.stats.statistics` takes. Chain-major order keeps each
+the layout :func:`quantax_lite.stats.chains.statistics` takes. Chain-major order keeps each
 device's chains contiguous, so the flat sample batch stays sharded over the mesh
 without communication.
 
 Sectors: ``total_sz="auto"`` is the default of both samplers, resolved by
-:func:`quantax_lite.hilbert.resolve_total_sz`: the Metropolis sampler from
+:func:`quantax_lite.hilbert.configurations.resolve_total_sz`: the Metropolis sampler from
 ``rule.conserves_sz`` (0 or 1/2 for a rule that conserves Sz, the whole space for one
 that changes it), the exact sampler as the whole space (it knows no Hamiltonian).
 

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import total_sz_of, validate_states
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.hilbert.configurations import total_sz_of, validate_states
 
 
 def check_n_samples(n_samples: Any, n_chains: int) -> int:
@@ -75,7 +75,7 @@ def enumerated_sector(name: str, n_sites: int, total_sz, max_states: int):
     """``total_sz`` resolved for a sampler that enumerates its sector ("auto" and None: the
     whole space, as it knows no Hamiltonian); ``ValueError`` when the sector holds more than
     ``max_states`` configurations."""
-    from quantax_lite.hilbert import resolve_total_sz, sector_size
+    from quantax_lite.hilbert.configurations import resolve_total_sz, sector_size
 
     total_sz = resolve_total_sz(total_sz, n_sites, conserves_sz=False)
     n_states = sector_size(n_sites, total_sz)

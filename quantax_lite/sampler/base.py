@@ -1,6 +1,6 @@
 """The contracts of the sampler package: what a driver may rely on, what a rule must provide.
 
-:class:`Sampler` (a driver such as :class:`quantax_lite.vmc.VMC` uses only this):
+:class:`Sampler` (a driver such as :class:`quantax_lite.driver.vmc.VMC` uses only this):
 
 - attributes ``log_psi`` (``log_psi(params, s) -> (batch,)``, s int8 (batch, n_sites)),
   ``n_sites``, ``n_chains``, ``mesh`` (a device mesh, or None for ``make_mesh()``);
@@ -88,7 +88,7 @@ class Sampler(Protocol):
 
 def per_chain(x: jax.Array, n_chains: int) -> jax.Array:
     """Reshape a chain-major per-sample array (n_samples, ...) to (n_chains, n_sweeps, ...),
-    the layout :func:`quantax_lite.stats.statistics` takes."""
+    the layout :func:`quantax_lite.stats.chains.statistics` takes."""
     x = jnp.asarray(x)
     if x.shape[0] % n_chains:
         raise ValueError(

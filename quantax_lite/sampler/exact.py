@@ -8,8 +8,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import all_states, random_states
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.hilbert.configurations import all_states, random_states
 from quantax_lite.utils import chunk_map, make_mesh
 
 from ._common import check_n_samples, enumerated_sector, validate_initial_states

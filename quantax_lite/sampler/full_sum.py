@@ -8,13 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import all_states
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.hilbert.configurations import all_states
 from quantax_lite.utils import chunk_map, make_mesh, replicate
 from quantax_lite.utils.mesh import mesh_size
 
 from ._common import enumerated_sector
-from .. import tuning
+from quantax_lite.utils import tuning
 
 __all__ = ["FullSumState", "FullSumSampler", "orbit_representatives", "row_local_energies"]
 
@@ -43,7 +43,7 @@ class FullSumSampler:
     (a :class:`~quantax_lite.sampler.Sampler` for drivers that take weights: ``VMC``, which
     calls :meth:`probabilities` each step instead of ``sample``).
 
-    With ``symmetry`` (a :class:`~quantax_lite.symmetry.Symmetry` of the wavefunction:
+    With ``symmetry`` (a :class:`~quantax_lite.geometry.symmetry.Symmetry` of the wavefunction:
     psi(g s) = psi(s) / chi_g for every element g, as a network projected on it satisfies)
     the rows are one representative per orbit of the group, each weighted by its orbit's
     size: |psi|^2, the local energy (for a Hamiltonian that commutes with the group) and
@@ -76,7 +76,7 @@ class FullSumSampler:
     exact = True  # class attribute: exact sums, not samples
 
     def __post_init__(self):
-        from quantax_lite.symmetry import Symmetry
+        from quantax_lite.geometry.symmetry import Symmetry
 
         if not callable(self.log_psi):
             raise TypeError(f"log_psi must be callable, got {type(self.log_psi).__name__}")
@@ -116,8 +116,8 @@ class FullSumSampler:
         then the local energy differs within an orbit)."""
         import scipy.sparse as sp
 
-        from quantax_lite.exact import image_indices
-        from quantax_lite.hilbert import state_index, states_to_codes
+        from quantax_lite.exact.diagonalization import image_indices
+        from quantax_lite.hilbert.configurations import state_index, states_to_codes
 
         if hamiltonian.n_sites != self.n_sites:
             raise ValueError(f"hamiltonian: has {hamiltonian.n_sites} sites, the sampler {self.n_sites}")
@@ -201,7 +201,7 @@ def orbit_representatives(states: np.ndarray, symmetry) -> tuple[np.ndarray, np.
     configuration of a sector, closed under the group) under ``symmetry``, leaving out the
     orbits on which the sector's wavefunctions vanish (the characters summed over the
     stabilizer are 0). ``symmetry`` None: every state, each of size 1."""
-    from quantax_lite.exact import image_indices
+    from quantax_lite.exact.diagonalization import image_indices
 
     states = np.asarray(states, np.int8)
     if symmetry is None:

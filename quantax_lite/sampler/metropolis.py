@@ -17,14 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite._validate import positive_int
-from quantax_lite.hilbert import random_states, resolve_total_sz
+from quantax_lite.utils.validate import positive_int
+from quantax_lite.hilbert.configurations import random_states, resolve_total_sz
 from quantax_lite.utils import chunk_map, make_mesh
 from quantax_lite.utils.mesh import batch_sharding, mesh_size, replicated_sharding
 
 from ._common import check_n_samples, onto_mesh, validate_initial_states
 from .base import TransitionRule
-from .. import tuning
+from quantax_lite.utils import tuning
 
 __all__ = ["SamplerState", "MetropolisSampler"]
 
@@ -69,7 +69,7 @@ class MetropolisSampler:
     chunk_size: rows per device per call of log_psi (see ``chunk_map``); None: no chunking.
     mesh: device mesh (chains split over all its axes); None: ``make_mesh()`` at call time.
     total_sz: the chains' Sz sector (spin-1/2 units, sum(s) / 2). ``"auto"`` (default):
-        :func:`~quantax_lite.hilbert.resolve_total_sz` with ``rule.conserves_sz``, i.e.
+        :func:`~quantax_lite.hilbert.configurations.resolve_total_sz` with ``rule.conserves_sz``, i.e.
         0 (even n_sites) or 1/2 (odd) for a rule that conserves Sz, None for one that
         changes it. A number: the sector of the random initial states and of any
         ``initial_states`` (only with a rule that conserves Sz; ValueError otherwise).

@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from ... import tuning
+from quantax_lite.utils import tuning
 
 __all__ = ["Exchange"]
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import TransitionRule
+from quantax_lite.sampler.base import TransitionRule
 
 __all__ = ["Mixture"]
 
