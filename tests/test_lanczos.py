@@ -121,6 +121,31 @@ def test_lanczos_state_samples_its_own_distribution():
     assert chisquare(counts, p * counts.sum()).pvalue > 1e-3
 
 
+def test_lanczos_state_is_finite_where_psi_is_tiny_beside_large_neighbours():
+    """log |psi_b| in float32 (the chip's precision) where a configuration's neighbours are
+    e^100 times larger than it (ratios that overflow float32, where sampling psi_b goes):
+    finite and equal to the float64 value of the dense psi_b."""
+    ham = Heisenberg(Chain(6))
+    states = all_states(6, 0)
+    rng = np.random.default_rng(7)
+    table = rng.normal(size=len(states)) + 1j * rng.normal(size=len(states))
+    table[0] -= 100.0  # one configuration e^100 below its neighbours
+    codes = jnp.asarray([int(np.sum((x > 0) * 2 ** np.arange(6))) for x in states])
+
+    def log_psi(full, s):  # a table of log psi by the configuration's binary code
+        return full[jnp.sum((s > 0) * 2 ** jnp.arange(6), axis=1)]
+
+    b, e = -0.3, -2.5
+    psi = np.exp(table)
+    psi_b = psi + b * (ham.to_sparse(states) @ psi - e * psi)
+    for dtype in (jnp.complex64, jnp.complex128):
+        full = jnp.zeros(2 ** 6, dtype).at[codes].set(jnp.asarray(table, dtype))
+        got = np.asarray(LanczosState(ham, log_psi)((full, b, e), jnp.asarray(states)))
+        assert np.all(np.isfinite(got)), dtype
+        tol = 1e-4 if dtype == jnp.complex64 else 1e-10
+        np.testing.assert_allclose(got, np.log(np.abs(psi_b)), rtol=tol, atol=tol * 100)
+
+
 def test_sampled_estimate_covers_the_exact_value():
     """Over 30 seeds the step estimated from samples of its own state (lanczos_sampled) lies
     within two of its error bars of the dense value in at least 25 (95% expected; error bars

@@ -334,11 +334,17 @@ class LanczosState:
         s_conn, mels = self.hamiltonian.connected(s)
         b, m, n = s_conn.shape
         lp_conn = self.log_psi(psi_params, s_conn.reshape(b * m, n)).reshape(b, m)
-        nonzero = mels != 0
-        delta = jnp.where(nonzero, lp_conn - lp_conn[:, :1], 0)  # slot 0 is s
-        e_loc = jnp.sum(jnp.where(nonzero, mels * jnp.exp(delta), 0), axis=1)
-        factor = 1 + jnp.asarray(beta, mels.dtype) * (e_loc - jnp.asarray(e_ref, mels.dtype))
-        return jnp.real(lp_conn[:, 0]) + jnp.log(jnp.abs(factor))
+        # psi_b(s) = (1 - beta e_ref) psi(s) + beta sum_k mels_k psi(s_k) (slot 0 is s), summed
+        # relative to the largest |psi| among the terms: no ratio overflows, even in float32
+        # where psi(s) is tiny beside its connections (where samples of psi_b go)
+        beta = jnp.asarray(beta, mels.dtype)
+        terms = (mels != 0).at[:, 0].set(True)
+        coef = jnp.where(terms, beta * mels, 0).at[:, 0].add(1 - beta * jnp.asarray(e_ref, mels.dtype))
+        re = jnp.where(terms, jnp.real(lp_conn), -jnp.inf)
+        top = jax.lax.stop_gradient(jnp.max(re, axis=1, keepdims=True))
+        top = jnp.where(jnp.isfinite(top), top, 0)  # every term zero: log 0 = -inf below, no NaN
+        scaled = jnp.where(terms, jnp.exp(jnp.where(terms, lp_conn - top, 0)), 0)
+        return top[:, 0] + jnp.log(jnp.abs(jnp.sum(coef * scaled, axis=1)))
 
 
 def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *, local_energies=None,
