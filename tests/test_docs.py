@@ -23,31 +23,8 @@ def test_code_blocks_run(page, tmp_path, monkeypatch):
             raise AssertionError(f"{page.name}, python block {i} failed: {err!r}\n{code}") from err
 
 
-def _rows(name):
-    import json
-
-    data = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
-    return data["rows"] if isinstance(data, dict) else data
-
-
-def test_quoted_figures_are_those_of_the_results():
-    """The timing tables of docs/benchmarks.md are those of benchmarks/results/*.json, row by
-    row: rerunning a benchmark without updating the page (or editing the page alone) fails
-    here. (tests/test_claims.py checks every single figure; this checks whole rows.)"""
-    bench = (ROOT / "docs" / "benchmarks.md").read_text()
-    ms = lambda seconds: f"{seconds * 1e3:.0f}"  # noqa: E731
-    for r in _rows("vmc_step.json"):  # every row of the W1 table: step (median, min) and its parts
-        cells = " | ".join(ms(r[k]) for k in ("step_min_s", "sampling_s", "local_energy_s", "jacobian_s", "solve_s"))
-        assert f"| {r['n_params']} | {r['n_images']} | {ms(r['step_s'])} | {cells} |" in bench, r
-    for r in _rows("vmc_scale.json"):  # the scale table: step and parts of every measured row
-        if r["status"] == "skipped":
-            continue
-        cells = " | ".join(ms(r["parts"][k]["time_s"]) for k in ("sampling", "local_energy", "jacobian", "solve"))
-        assert f"| {r['n_params']} | {r['conv_form']} | {ms(r['step']['time_s'])} | {cells} |" in bench, (
-            r["lattice"], r["hamiltonian"], r["symmetry"])
-    for r in _rows("conv_forms.json"):
-        assert f"| {r['form']} | {ms(r['forward_s'])} | {ms(r['jacobian_s'])} |" in bench, r
-    # the accuracy table is the README's generated block (tests/test_claims.py)
+# The figures of the pages' tables (and every other figure) are tied to their results:
+# tests/test_figures.py.
 
 
 # ---------------------------------------------------------------- the API page against the code
