@@ -325,7 +325,8 @@ def check(page: pathlib.Path, text: str | None = None, run_generated: bool = Tru
                     if unit and match.unit and unit != match.unit:
                         raise TieError(f"{where}: {text_} is in {match.unit} on the page, the tie says {unit}")
                     match.tied = True
-                    bad = check_value(base, rhs, match, match.unit or unit, f"{where}: {text_}")
+                    bad = check_value(base, rhs, match, match.unit or unit,
+                                      f"{name}:{line(match.start)}: {text_} (its tie: line {line(m.start())})")
                     if bad:
                         problems.append(Problem(line(match.start), bad))
                 except TieError as err:
