@@ -87,8 +87,10 @@ def train(args) -> dict | None:
     from quantax_lite.cli import training
     from quantax_lite.cli.report import format_table
     from quantax_lite.utils.processes import check_process_options, join_processes
+    from quantax_lite.utils.validate import positive_int
 
     _usage(check_process_options, args.coordinator, args.num_processes, args.process_id)
+    _usage(positive_int, args.init_timeout, "init_timeout")
     recipe = _usage(Recipe, **{name: getattr(args, name) for name in RECIPE})
     if recipe.sampling == "exact_sum" and "samples" in getattr(args, "given_options", ()):
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "

@@ -127,6 +127,8 @@ def _recipe(*, init_from, initial_state, lattice, hamiltonian, h, J2, sampling, 
     if lattice is not None and parse_lattice(lattice).name != loaded.run.lattice.name:
         raise FieldError("init_from", f"init_from: {init_from} is a run on {loaded.run.lattice.name}, not on "
                          f"{parse_lattice(lattice).name} (`lattice`); leave `lattice` out or give the run's.")
+    if sampling == "exact_sum":  # the run's own sampling options do not apply to exact sums
+        sampled.update(chains=None, sweep_size=None, eval_samples=None, full_stage_samples=None)
     with concerning():
         recipe = dataclasses.replace(source, seed=seed, **quench, **sampled)
         r = build(recipe)
@@ -291,6 +293,8 @@ def evolve_run(out_dir, *, t_end: float, init_from=None, initial_state: str | No
     config = dict(init_from=None if init_from is None else os.path.abspath(os.fspath(init_from)),
                   initial_state=initial_state, recipe=run.recipe.config(), dt=dt, tol=tol, integrator=integrator,
                   regularization=regularization, rcond=rcond, diag_shift=diag_shift, imaginary=bool(imaginary))
+    if not restart:  # nothing (or another evolution) to resume: refused before the folder and its lock are created
+        prepare_run_folder(out, resume=resume, restart=False, config=config)  # (only reads without restart)
     check_writable(out)
     with lock_run_folder(out):
         prepare_run_folder(out, resume=resume, restart=restart, config=config)

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from quantax_lite.utils.validate import positive_int
 from quantax_lite.driver.draws import draw_samples
+from quantax_lite.driver.memory import check_chunk_size
 from quantax_lite.utils.errors import FieldError, concerning
 from quantax_lite.observables.lanczos import lanczos_record, lanczos_sampled, lanczos_step
 from quantax_lite.observables import measure, spin_correlations, staggered_magnetization_sq
@@ -170,13 +171,14 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
 
     progress: a bar over the sample blocks, and (through ``announce``) the cost in network
     evaluations before they run. Errors a user can make raise
-    :class:`~quantax_lite.utils.errors.FieldError` naming ``out_dir``, ``samples``, ``seed``.
+    :class:`~quantax_lite.utils.errors.FieldError` naming ``out_dir``, ``samples``, ``seed``, ``chunk_size``.
     """
     if samples is not None:
         with concerning("samples"):
             positive_int(samples, "samples")
     with concerning("seed"):
         check_seed(seed)
+    check_chunk_size(chunk_size)  # before the run's recipe, whose errors name out_dir
     out_dir = os.fspath(out_dir)
     with concerning("out_dir"):
         recipe = recipe_of_run(out_dir)[0]  # names out_dir before the lock creates anything

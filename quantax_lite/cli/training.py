@@ -239,6 +239,11 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
         warm = initial_parameters(init_from, run_.state.params)
     main = jax.process_index() == 0
     if main:
+        _check_folder(out, resume=resume, restart=restart, config=config)
+    # before the folder is created or changed (a restart deletes the run there): the recipe's
+    # checks that need the devices (chains) and the network are refused with nothing written
+    run_ = _build(recipe) if run_ is None else run_
+    if main:
         check_writable(out)
     with lock_run_folder(out) if main else contextlib.nullcontext():  # process 0 owns the folder
         if main:
@@ -247,6 +252,16 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
         return _train(recipe, out, config, main, say, iters=iters, resume=resume, checkpoint_every=checkpoint_every,
                       keep_checkpoints=keep_checkpoints, time_limit=time_limit, measure=measure, progress=progress,
                       run_=run_, warm=warm)
+
+
+def _check_folder(out: str, *, resume: bool, restart: bool, config: dict) -> None:
+    """The run folder's errors found without creating or changing anything, before the run
+    is built (checked again under the folder's lock): a file in its place, a run there
+    without ``resume`` or ``restart``, nothing (or another run) to resume."""
+    if os.path.exists(out):
+        check_writable(out)  # an existing folder: its probe file is removed again
+    if not restart:  # without restart, prepare_run_folder only reads
+        prepare_run_folder(out, resume=resume, restart=False, config=config, earlier=FIELDS_OF_EARLIER_RUNS)
 
 
 def _summary_head(recipe: Recipe, r, exact) -> dict:
