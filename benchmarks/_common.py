@@ -412,6 +412,21 @@ def last_line(text: str | None, limit: int = 300) -> str | None:
     return lines[-1][:limit] if lines else None
 
 
+def host_info() -> dict:
+    """This machine in words (stdlib only, for workers under any interpreter): CPU count and
+    model, architecture, Python version and the load average now."""
+    import platform as _platform
+
+    model = None
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    return {"cpu_count": os.cpu_count(), "cpu_model": model, "machine": _platform.machine(),
+            "python": sys.version.split()[0], "load_average": list(os.getloadavg())}
+
+
 def detect_backend() -> str:
     """jax's default backend, asked in a subprocess (a process that starts others which use
     the accelerator must not open it first: one program at a time can hold a TPU)."""

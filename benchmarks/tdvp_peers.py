@@ -1,0 +1,453 @@
+"""Our real-time TDVP beside NetKet's on the same 4x4 quench, each in its own subprocess.
+
+The quench (issue 53): the transverse-field Ising model on the periodic 4x4 square lattice in
+Pauli units, ``H = -J sum_<ij> σz_i σz_j - h sum_i σx_i`` with J = 1, from every spin along
++x (the uniform superposition) to h = h_c ≈ 3.04, in real time (hbar = 1). Both rows evolve
+the same network from the same parameters with the same sampling, integrator and solve:
+
+* network: the conv net of ``quantax-lite evolve`` on 4x4 (``Recipe(lattice="4x4",
+  hamiltonian="tfim", amplitude="complex", channels=8, depth=2, kernel_size=3)``): a
+  periodic 3x3 input conv 1 -> C with bias, D pre-activation residual blocks (GELU, two
+  convs C -> C with bias), GELU, a per-site readout C -> 2 without bias (real and imaginary
+  part of log psi) summed; real float32 parameters, complex log psi; C = 8, D = 2: 2,432
+  parameters. Ours is the recipe's; NetKet's the same function written in flax (checked
+  equal up to a constant and 2 pi in the phase). Both start from the same numbers
+  (:func:`initial_layers`: backbone normal with std 1/sqrt(fan-in), biases 0, readout 0,
+  which is exactly the +x state);
+* samples: ``--samples`` per evaluation of the equation, one Metropolis chain per sample,
+  local-flip moves, one sweep of 16 proposals per chain between evaluations (chains
+  thermalized by the warm-up), fresh samples at every Runge-Kutta stage;
+* integrator: fixed-step RK4 with ``--dt``;
+* equation: real parameters, the real part of S θ̇ = -i F (ours: ``TDVP`` with real
+  parameters; NetKet: ``nkx.TDVP`` with its default QGT, which picks ``QGTJacobianDense``
+  for a dense solver, and ``tree_cast`` to the real parameters);
+* solve: the eigendecomposition of S with eigenvalues below ``--rcond`` times the largest
+  dropped (ours ``PseudoInverse(rcond)``; NetKet ``pinv_smooth(rtol=rcond)``, whose extra
+  smooth filter at its default 1e-14 changes nothing here); ``--smooth``: the smooth filter
+  ``1 / (1 + (rcond λ_max / λ)^6)`` in both instead.
+
+What differs: precision (both take the Jacobian in float32 and eigendecompose S in float64;
+ours centres it and forms S and F in float64, the library's CPU policy, NetKet forms S in
+float32 and promotes it when it adds its zero diagonal shift), the random numbers of the
+samples, and the driver around the step (ours one compiled program per step through
+``evolve``; NetKet ``driver.run``, its RK stages in Python between compiled parts, no
+loggers, no progress bar; after the warm-up its same driver carries on with its clock
+offset by the warm-up's time, as a new driver traces again on its first run).
+
+Measured per row: the wall time of the evolution from t = 0 to ``--t-end`` after a warm-up
+of ``--warmup`` steps (compilation; then the parameters are reset to the start), in seconds
+per unit of simulated time; at ``--points`` evenly spaced times ⟨σx⟩ (site mean) and the
+energy per site of the variational state summed exactly over all 2^16 configurations (no
+measurement noise, outside the timing), compared with the exact propagator
+(``quantax_lite.exact.exact_evolution``). The ratio is NetKet's seconds per unit time over
+ours; "as accurate": our max |Δ⟨σx⟩| at most NetKet's, or within the issue's 2e-2.
+
+    python benchmarks/tdvp_peers.py [--quick] [--json [PATH]] [--python PATH] [--only NAME]
+
+``--python``: the interpreter of the NetKet row (a virtual environment with NetKet; ours
+runs under this one). A package that does not import gives the row ``"not installed"``, a
+worker that fails ``"failed"`` with the end of its error. ``--json``: write the record
+(default ``benchmarks/results/tdvp_peers.json``); without it the table is only printed.
+``--quick``: a smoke test (channels 2, depth 1, 64 samples, two steps), not a comparison.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _common import host_info  # noqa: E402
+
+DEFAULT_JSON = os.path.join(HERE, "results", "tdvp_peers.json")
+PEERS = ("quantax_lite", "netket")
+MARK = "PEER_RESULT "
+L, N_SITES, J, H = 4, 16, 1.0, 3.04  # h_c = 3.044 (Pauli units) for the 2D TFIM
+TOLERANCE = 2e-2  # issue 53's tolerance on <σx>(t) for this quench
+WORKER_OPTIONS = ("samples", "dt", "t_end", "points", "warmup", "channels", "depth", "rcond", "seed")
+
+
+# --------------------------------------------------------------------------- #
+# shared by the workers (numpy only)                                           #
+# --------------------------------------------------------------------------- #
+
+
+def initial_layers(channels: int, depth: int, seed: int) -> dict:
+    """The starting parameters of both rows: ``{layer: {"kernel", "bias"}}`` float32 (flax
+    layouts: conv kernels (3, 3, c_in, c_out)), layers ``input_conv``, ``blocks_<b>_conv1``,
+    ``blocks_<b>_conv2`` and ``readout`` (kernel (C, 2) of zeros: log psi constant, every
+    spin along +x)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def conv(c_in):
+        k = rng.standard_normal((3, 3, c_in, channels)) / np.sqrt(9 * c_in)
+        return {"kernel": k.astype(np.float32), "bias": np.zeros(channels, np.float32)}
+
+    layers = {"input_conv": conv(1)}
+    for b in range(depth):
+        layers[f"blocks_{b}_conv1"] = conv(channels)
+        layers[f"blocks_{b}_conv2"] = conv(channels)
+    layers["readout"] = {"kernel": np.zeros((channels, 2), np.float32)}
+    return layers
+
+
+def basis():
+    """All 2^16 configurations, int8 ±1: row c has σz_i = +1 where bit i of c is 0."""
+    import numpy as np
+
+    codes = np.arange(2**N_SITES)
+    return (1 - 2 * ((codes[:, None] >> np.arange(N_SITES)) & 1)).astype(np.int8)
+
+
+def full_sum_observables(log_psi_values) -> tuple[float, float]:
+    """``(⟨σx⟩ site mean, energy per site)`` of the state with these log amplitudes on
+    :func:`basis` (summed exactly over every configuration)."""
+    import numpy as np
+
+    lp = np.asarray(log_psi_values, np.complex128)
+    v = np.exp(lp - lp.real.max())
+    v /= np.linalg.norm(v)
+    codes = np.arange(v.size)
+    sx = np.mean([np.real(np.vdot(v, v[codes ^ (1 << i)])) for i in range(N_SITES)])
+    s = basis().reshape(-1, L, L).astype(np.float64)
+    zz = (s * np.roll(s, 1, axis=1) + s * np.roll(s, 1, axis=2)).reshape(len(v), -1).sum(axis=1)
+    energy = -J * float(np.abs(v) ** 2 @ zz) - H * N_SITES * sx
+    return float(sx), energy / N_SITES
+
+
+def evaluate_all(log_psi, params, batch: int = 8192):
+    """``log_psi(params, states)`` (jitted) on every configuration of :func:`basis`, in
+    batches (numpy)."""
+    import numpy as np
+
+    states = basis()
+    return np.concatenate([np.asarray(log_psi(params, states[i:i + batch])) for i in range(0, len(states), batch)])
+
+
+def timed_evolution(advance, log_psi_now, times) -> dict:
+    """Run ``advance(t)`` (blocks until the state is at ``t``) through ``times[1:]``; time
+    only that; measure the state (``log_psi_now()`` -> log psi on :func:`basis`) at every time."""
+    values = [full_sum_observables(log_psi_now())]
+    seconds = 0.0
+    for t in times[1:]:
+        t0 = time.perf_counter()
+        advance(float(t))
+        seconds += time.perf_counter() - t0
+        values.append(full_sum_observables(log_psi_now()))
+    return {"evolve_s": seconds, "s_per_unit_time": seconds / (times[-1] - times[0]),
+            "sx": [v[0] for v in values], "energy_per_site": [v[1] for v in values]}
+
+
+def grid(cfg):
+    import numpy as np
+
+    return np.linspace(0.0, cfg.t_end, cfg.points + 1)
+
+
+# --------------------------------------------------------------------------- #
+# the workers (each in its own process)                                        #
+# --------------------------------------------------------------------------- #
+
+
+def run_quantax_lite(cfg) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from quantax_lite import Recipe, __version__, build
+    from quantax_lite.utils import tuning
+    from quantax_lite.evolution import RK4, TDVP, PseudoInverse, evolve
+
+    tuning.configure_x64()  # as `quantax-lite evolve` runs (float64 equation and solve on CPUs)
+    recipe = Recipe(lattice="4x4", hamiltonian="tfim", h=H, amplitude="complex", marshall=False, seed=cfg.seed,
+                    sampling="metropolis", samples=cfg.samples, chains=cfg.samples, sweep_size=N_SITES,
+                    channels=cfg.channels, depth=cfg.depth, kernel_size=3, precision="f32")
+    r = build(recipe)
+    params = jax.tree.map(lambda x: x, r.state.params)  # fresh containers, filled below
+    base = params["params"]["base"]
+    for name, leaves in initial_layers(cfg.channels, cfg.depth, cfg.seed).items():
+        block, _, conv = name.rpartition("_")  # blocks_<b>_conv<i>: ours nests the convs in their block
+        node = base["readout_dense"] if name == "readout" else base[block][conv] if block.startswith("blocks_") \
+            else base[name]
+        for k, value in leaves.items():
+            if node[k].shape != value.shape:
+                raise ValueError(f"{name}.{k}: the recipe's network has {node[k].shape}, expected {value.shape}")
+            node[k] = jnp.asarray(value)
+    assert int(sum(x.size for x in jax.tree_util.tree_leaves(params))) == int(r.n_params)
+    regularization = PseudoInverse(cfg.rcond, smooth=cfg.smooth)
+    tdvp = TDVP(r.hamiltonian, r.sampler, n_samples=cfg.samples, integrator=RK4(), regularization=regularization)
+    start = tdvp.init(params, jax.random.key(cfg.seed), dt=cfg.dt)
+    t0 = time.perf_counter()
+    warm, _ = evolve(tdvp, start, cfg.warmup * cfg.dt, progress=False)  # compiles the step
+    jax.block_until_ready(warm.params)
+    warmup_s = time.perf_counter() - t0
+    holder = {"state": start._replace(sampler=warm.sampler)}  # thermalized chains, parameters at the start
+
+    def advance(t):
+        holder["state"], _ = evolve(tdvp, holder["state"], t, progress=False)
+        jax.block_until_ready(holder["state"].params)
+
+    log_psi = jax.jit(r.model.apply)
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params), grid(cfg))
+    return {"version": __version__, "jax": jax.__version__, "n_params": int(r.n_params), "n_samples": cfg.samples,
+            "steps": int(holder["state"].step), "warmup_s": warmup_s, "warmup_steps": cfg.warmup, **run,
+            "network": f"recipe conv net (channels {cfg.channels}, depth {cfg.depth}, 3x3), complex head",
+            "solve": f"{regularization!r}; Jacobian float32, S and solve in {np.dtype(tuning.wide_dtype()).name}"}
+
+
+def _flax_module(channels: int, depth: int):
+    """The same network in flax (parameters as :func:`initial_layers` names them): spins
+    (batch, 16) reshaped to the 4x4 grid (site x * 4 + y at (x, y), NetKet's ``Square``
+    order), periodic 3x3 convs by wrap padding, a complex log psi."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    class ConvComplex(nn.Module):
+        @nn.compact
+        def __call__(self, s):
+            x = jnp.asarray(s, jnp.float32).reshape(-1, L, L, 1)
+
+            def conv(h, name):
+                h = jnp.pad(h, ((0, 0), (1, 1), (1, 1), (0, 0)), mode="wrap")
+                return nn.Conv(channels, (3, 3), padding="VALID", dtype=jnp.float32, param_dtype=jnp.float32,
+                               name=name)(h)
+
+            x = conv(x, "input_conv")
+            for b in range(depth):
+                h = conv(nn.gelu(x), f"blocks_{b}_conv1")
+                x = x + conv(nn.gelu(h), f"blocks_{b}_conv2")
+            out = nn.Dense(2, use_bias=False, dtype=jnp.float32, param_dtype=jnp.float32, name="readout")(nn.gelu(x))
+            out = out.reshape(out.shape[0], -1, 2).sum(axis=1)
+            return jax.lax.complex(out[:, 0], out[:, 1]).reshape(jnp.shape(s)[:-1])
+
+    return ConvComplex()
+
+
+def run_netket(cfg) -> dict:
+    from functools import partial
+
+    import jax
+    import jax.numpy as jnp
+    import netket as nk
+    import netket.experimental as nkx
+    import numpy as np
+
+    graph = nk.graph.Square(L, pbc=True)
+    if not np.array_equal(np.rint(np.asarray(graph.positions)), np.stack(np.divmod(np.arange(N_SITES), L), 1)):
+        raise RuntimeError("NetKet's Square(4) numbers its sites otherwise than x * 4 + y")
+    hilbert = nk.hilbert.Spin(0.5, N=N_SITES)
+    ham = nk.operator.Ising(hilbert, graph, h=H, J=-J)  # NetKet: -h sum σx + J sum σzσz
+    model = _flax_module(cfg.channels, cfg.depth)
+    variables = {"params": jax.tree.map(jnp.asarray, initial_layers(cfg.channels, cfg.depth, cfg.seed))}
+    sampler = nk.sampler.MetropolisLocal(hilbert, n_chains=cfg.samples, sweep_size=N_SITES)
+    vstate = nk.vqs.MCState(sampler, model, n_samples=cfg.samples, n_discard_per_chain=0, variables=variables,
+                            seed=cfg.seed, sampler_seed=cfg.seed + 1)
+    solver = (partial(nk.optimizer.solver.pinv_smooth, rtol=1e-14, rtol_smooth=cfg.rcond) if cfg.smooth
+              else partial(nk.optimizer.solver.pinv_smooth, rtol=cfg.rcond))
+
+    driver = nkx.TDVP(ham, vstate, nkx.dynamics.RK4(dt=cfg.dt), propagation_type="real", linear_solver=solver)
+    margin = 1e-6 * cfg.dt  # run(T) steps while t < t0 + T: a float sum of steps just below the end takes one more
+
+    t0 = time.perf_counter()
+    driver.run(cfg.warmup * cfg.dt - margin, out=(), show_progress=False)  # compiles its parts
+    jax.block_until_ready(vstate.parameters)
+    warmup_s = time.perf_counter() - t0
+    # back to the start (the chains stay thermalized); the same driver (a new one traces
+    # again on its first run), its clock continuing from the warm-up's end: H does not
+    # depend on time
+    vstate.parameters = variables["params"]
+    driver.ode_solver = nkx.dynamics.RK4(dt=cfg.dt)
+    offset, first_step = float(driver.t), int(driver.step_count)
+
+    def advance(t):
+        driver.run(offset + t - float(driver.t) - margin, out=(), show_progress=False)
+        jax.block_until_ready(vstate.parameters)
+        if abs(float(driver.t) - offset - t) > 1e-9:
+            raise RuntimeError(f"NetKet's driver reached t = {float(driver.t) - offset!r}, not {t!r}")
+
+    log_psi = jax.jit(model.apply)
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, {"params": vstate.parameters}), grid(cfg))
+    qgt = driver._last_qgt
+    jac, dense = np.dtype(qgt.O.dtype).name, np.dtype(qgt.to_dense().dtype).name
+    return {"version": nk.__version__, "jax": jax.__version__, "n_params": int(vstate.n_parameters),
+            "n_samples": int(vstate.n_samples), "steps": int(driver.step_count) - first_step, "warmup_s": warmup_s,
+            "warmup_steps": cfg.warmup, **run, "network": "the same conv net in flax, complex log psi",
+            "solve": f"{type(qgt).__name__} + pinv_smooth(" + (f"rtol_smooth={cfg.rcond:g})" if cfg.smooth
+                                                              else f"rtol={cfg.rcond:g})")
+            + f"; Jacobian {jac}, S = O^T O in it, solved in {dense}",
+            "x64": bool(jax.config.jax_enable_x64)}
+
+
+RUNNERS = {"quantax_lite": run_quantax_lite, "netket": run_netket}
+
+
+def worker(name: str, cfg) -> int:
+    """One row, printed as ``PEER_RESULT {json}`` on the last line of stdout."""
+    if importlib.util.find_spec(name) is None:
+        row = {"status": "not installed"}
+    else:
+        row = {"status": "measured", **RUNNERS[name](cfg)}
+    print(MARK + json.dumps(row), flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------- #
+# the parent                                                                   #
+# --------------------------------------------------------------------------- #
+
+
+def run_row(name: str, python: str, args) -> dict:
+    """Run the worker of ``name`` under ``python``; ``"failed"`` with the end of its error
+    when it exits otherwise or gives no row within ``--timeout``."""
+    cmd = [python, os.path.abspath(__file__), "--worker", name]
+    for option in WORKER_OPTIONS:
+        cmd += [f"--{option.replace('_', '-')}", repr(getattr(args, option))]
+    cmd += ["--smooth"] if args.smooth else []
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=os.path.dirname(HERE))
+    except subprocess.TimeoutExpired:
+        return {"package": name, "status": "failed", "error": f"no result within {args.timeout} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"package": name, "status": "failed", "error": " | ".join(tail) or f"exit status {proc.returncode}"}
+    row = {"package": name, **json.loads(lines[-1][len(MARK):]), "process_s": time.perf_counter() - t0}
+    if name != "quantax_lite":
+        row["python"] = python
+    return row
+
+
+def exact_curves(times) -> dict:
+    """⟨σx⟩ (site mean) and the energy per site of the exact evolution at ``times``."""
+    import numpy as np
+
+    from quantax_lite import Square, TransverseFieldIsing, sx
+    from quantax_lite.exact import exact_evolution, exact_observables
+
+    ham = TransverseFieldIsing(Square(L), J=J, h=H)
+    vectors, states = exact_evolution(ham, np.ones(2**N_SITES), np.asarray(times), total_sz=None)
+    sigma_x = sum(sx(i, N_SITES) for i in range(N_SITES)) * (2.0 / N_SITES)  # sx is spin-1/2: σx = 2 sx
+    values = exact_observables({"sx": sigma_x, "energy": ham}, vectors, states)
+    return {"t": [float(t) for t in times], "sx": values["sx"].tolist(),
+            "energy_per_site": (values["energy"] / N_SITES).tolist()}
+
+
+def compare(rows: list[dict], exact: dict) -> dict:
+    """Per measured row its max |Δ⟨σx⟩| and max |ΔE/N| against exact (filled into the rows);
+    the ratio NetKet / ours of seconds per unit time and whether ours is as accurate."""
+    import numpy as np
+
+    for r in rows:
+        if r["status"] == "measured":
+            r["max_dsx"] = float(np.max(np.abs(np.subtract(r["sx"], exact["sx"]))))
+            r["max_denergy_per_site"] = float(np.max(np.abs(np.subtract(r["energy_per_site"],
+                                                                         exact["energy_per_site"]))))
+    by = {r["package"]: r for r in rows if r["status"] == "measured"}
+    if not {"quantax_lite", "netket"} <= set(by):
+        return {"ratio": None, "as_accurate": None}
+    ours, theirs = by["quantax_lite"], by["netket"]
+    return {"ratio": theirs["s_per_unit_time"] / ours["s_per_unit_time"],
+            "as_accurate": bool(ours["max_dsx"] <= max(theirs["max_dsx"], TOLERANCE)),
+            "max_dsx": {"quantax_lite": ours["max_dsx"], "netket": theirs["max_dsx"]}}
+
+
+def table(rows: list[dict]) -> str:
+    """The rows aligned: package, version, parameters, samples, steps, seconds per unit of
+    simulated time, ms per step, max |Δ⟨σx⟩|, max |ΔE/N|, warm-up seconds; 'not installed' /
+    'failed: ...' for the others."""
+    head = (f"{'package':<13} {'version':<9} {'params':>6} {'samples':>7} {'steps':>5} {'s/unit t':>9} "
+            f"{'ms/step':>8} {'max|dsx|':>9} {'max|dE/N|':>9} {'warm-up s':>9}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r["status"] != "measured":
+            what = r["status"] if r["status"] == "not installed" else f"failed: {r.get('error', '')[:120]}"
+            lines.append(f"{r['package']:<13} {what}")
+            continue
+        dsx, de = r.get("max_dsx"), r.get("max_denergy_per_site")
+        lines.append(f"{r['package']:<13} {str(r.get('version')):<9} {r['n_params']:>6} {r['n_samples']:>7} "
+                     f"{r['steps']:>5} {r['s_per_unit_time']:>9.2f} {r['evolve_s'] / max(r['steps'], 1) * 1e3:>8.1f} "
+                     f"{'-' if dsx is None else f'{dsx:.4f}':>9} {'-' if de is None else f'{de:.4f}':>9} "
+                     f"{r['warmup_s']:>9.1f}")
+    return "\n".join(lines)
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: channels 2, depth 1, 64 samples, t-end 2 dt, 2 points, 1 warm-up step")
+    parser.add_argument("--samples", type=int, default=None, help="samples per evaluation (default 1024)")
+    parser.add_argument("--dt", type=float, default=0.02, help="the RK4 step (default 0.02)")
+    parser.add_argument("--t-end", type=float, default=None, help="final time (default 0.5)")
+    parser.add_argument("--points", type=int, default=None, help="measured times after 0 (default 5)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 2)")
+    parser.add_argument("--channels", type=int, default=None, help="conv channels (default 8)")
+    parser.add_argument("--depth", type=int, default=None, help="residual blocks (default 2)")
+    parser.add_argument("--rcond", type=float, default=1e-6,
+                        help="eigenvalues of S below rcond x the largest dropped (default 1e-6, the command's)")
+    parser.add_argument("--smooth", action="store_true", help="the smooth cutoff in both rows instead of the hard one")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, default=None,
+                        help=f"write the record as JSON (default path {os.path.relpath(DEFAULT_JSON)})")
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the NetKet row (default: this one)")
+    parser.add_argument("--only", choices=PEERS, action="append", help="run only these rows")
+    parser.add_argument("--timeout", type=int, default=7200, help="seconds per row")
+    parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    defaults = dict(samples=(64, 1024), t_end=(2 * args.dt, 0.5), points=(2, 5), warmup=(1, 2), channels=(2, 8),
+                    depth=(1, 2))
+    for name, (q, full) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, q if quick else full)
+    steps = args.t_end / args.dt
+    if args.dt <= 0 or args.t_end <= 0 or abs(steps - round(steps)) > 1e-9 or round(steps) % args.points:
+        parser.error(f"--t-end: expected a positive multiple of --points x --dt, got {args.t_end!r} "
+                     f"({args.points} points, dt {args.dt!r})")
+    for name in ("samples", "points", "channels", "depth"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: expected a positive int, got {getattr(args, name)!r}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.worker:
+        return worker(args.worker, args)
+    load_before = list(os.getloadavg())
+    rows = []
+    for name in args.only or PEERS:
+        rows.append(run_row(name, sys.executable if name == "quantax_lite" else args.python, args))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("sx", "energy_per_site")}), flush=True)
+    exact = exact_curves(grid(args))
+    comparison = compare(rows, exact)
+    print()
+    print(table(rows))
+    print(f"exact <σx>(t): {' '.join(f'{x:.4f}' for x in exact['sx'])}")
+    if comparison["ratio"] is not None:
+        print(f"NetKet / quantax_lite, seconds per unit of simulated time: {comparison['ratio']:.2f}x; "
+              f"max |d<σx>| {comparison['max_dsx']['quantax_lite']:.4f} (ours) vs "
+              f"{comparison['max_dsx']['netket']:.4f} (NetKet): as accurate: {comparison['as_accurate']}")
+    if args.json:
+        record = {"workload": f"4x4 TFIM (periodic, Pauli units, J = {J}), quench from +x to h = {H}, real-time "
+                              "TDVP, sampled", "quick": args.quick, "h": H,
+                  **{k: getattr(args, k) for k in WORKER_OPTIONS}, "smooth": args.smooth,
+                  "host": {**host_info(), "load_average_before": load_before}, "exact": exact, "rows": rows,
+                  **comparison}
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(record, fh, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
