@@ -61,6 +61,7 @@ TRAIN_BAD = {
     "--full-stage-samples": ["0", "-64"],
     "--chains": ["0", "-8", "3"],
     "--sweep-size": ["0", "-1"],
+    "--sampling-power": ["0", "-0.5", "1.5", "nan", "half", ["--sampling", "exact_sum", "--sampling-power", "0.5"]],
     "--chunk-size": ["0", "-64", "big"],
     "--memory-budget": ["0", "-1", "nan", "lots"],
     "--lr": ["0", "-0.01", "nan", "inf", "fast"],

@@ -639,3 +639,27 @@ def test_positive_int_arguments_name_themselves():
     sampler = ExactSampler(log_psi, 4)
     with pytest.raises(ValueError, match=r"^n_samples: expected a positive int, got 0"):
         sampler.sample(sampler.init(jax.random.key(0)), random_params(0, 4), 0)
+
+
+def test_metropolis_with_a_power_matches_psi_to_that_power():
+    """MetropolisSampler(power=a) draws |psi|^(2a) (chi-square against the enumerated
+    distribution); the log psi it returns is the network's, and |psi|^2 fails the test."""
+    lattice = Chain(6)
+    n = lattice.n_sites
+    params = random_params(3, n)
+    sampler = MetropolisSampler(log_psi, Exchange(lattice.bonds()), N_CHAINS, n, sweep_size=2 * n, n_thermalize=10,
+                                power=0.5)
+    samples, lp, _ = sampler.sample(sampler.init(jax.random.key(5), params), params, N_CHAINS * 120)
+    np.testing.assert_allclose(lp, log_psi(params, samples), rtol=1e-12, atol=1e-12)
+    states, p = exact_distribution(params, n, 0)
+    codes = {tuple(x): i for i, x in enumerate(states)}
+    counts = np.bincount([codes[tuple(x)] for x in np.asarray(samples)], minlength=len(states))
+    pa = np.sqrt(p) / np.sum(np.sqrt(p))
+    assert chisquare(counts, pa * counts.sum()).pvalue > P_MIN
+    assert chisquare(counts, p * counts.sum()).pvalue < P_MIN
+
+
+@pytest.mark.parametrize("power", [0, -0.5, 1.5, float("nan"), "half"])
+def test_a_power_outside_zero_one_is_refused(power):
+    with pytest.raises((ValueError, TypeError), match="power"):
+        MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, 4, power=power)

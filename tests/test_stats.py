@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from quantax_lite.stats.chains import Stats, autocorrelation, split_r_hat, statistics
+from quantax_lite.stats.chains import Stats, autocorrelation, split_r_hat, statistics, weighted_statistics
 from quantax_lite.utils import batch_sharding, make_mesh
 
 
@@ -284,3 +284,26 @@ def test_bad_shapes():
         statistics(np.zeros((2, 3, 4)))
     with pytest.raises(ValueError, match="at least one sample"):
         statistics(np.zeros((2, 0)))
+
+
+def test_weighted_statistics_of_importance_samples_cover_the_true_mean():
+    """Samples of q = p^a (i.i.d. chains of 8) weighted by p / q: the mean is the exact one
+    under p to within the reported error in 68% of 400 data sets (binomial sd 2.3%), with
+    weights of any normalization; with every weight equal it is the plain mean."""
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=50) * 3
+    p = rng.dirichlet(np.full(50, 0.3))
+    exact = np.sum(p * x)
+    q = p ** 0.5 / np.sum(p ** 0.5)
+    inside = 0
+    for _ in range(400):
+        idx = rng.choice(50, size=(32, 8), p=q)
+        st = weighted_statistics(x[idx], 7.0 * p[idx] / q[idx])
+        inside += abs(float(st.mean) - exact) < float(st.error_of_mean)
+    assert abs(inside / 400 - 0.6827) < 0.07, inside / 400
+    data = rng.normal(size=(16, 8))
+    plain, weighted = statistics(data), weighted_statistics(data, np.ones_like(data))
+    np.testing.assert_allclose(weighted.mean, plain.mean, rtol=1e-12)
+    np.testing.assert_allclose(weighted.variance, np.var(data), rtol=1e-12)
+    with pytest.raises(ValueError, match="weights"):
+        weighted_statistics(data, np.ones((16, 4)))

@@ -320,3 +320,47 @@ def test_a_loop_of_steps_on_several_cpu_devices_does_not_hang():
         state, metrics = vmc.step(state)
     exact = ground_state_energy(Heisenberg(lattice, marshall_sign=True), total_sz=0)
     assert abs(float(np.real(metrics["energy"])) - exact) < 1e-6 * abs(exact)
+
+
+def test_a_step_on_samples_of_a_power_of_psi_weighs_them():
+    """With MetropolisSampler(power=0.5) one step is the weighted one on the very samples it
+    drew: the energy sum w E_loc / sum w with w = |psi|, the update -lr times the SR
+    direction with those weights (sr_direction(weights=...)), the error bar that of
+    weighted_statistics; the final estimate's draws are samples of |psi|^2 again."""
+    from quantax_lite import sr_direction
+    from quantax_lite.driver.draws import draw_samples
+    from quantax_lite.models import derivative_form
+    from quantax_lite.optimizer.log_derivatives import jacobian
+    from quantax_lite.sampler import per_chain
+    from quantax_lite.stats.chains import weighted_statistics
+
+    lattice = Chain(6)
+    ham = Heisenberg(lattice, marshall_sign=True)
+    model = make_conv_nqs(lattice, full_symmetry(lattice), channels=4, depth=1, kernel_size=3)
+    sampler = MetropolisSampler(model.apply, Exchange(lattice.bonds(1)), n_chains=16, n_sites=6, n_thermalize=5,
+                                power=0.5)
+    vmc = VMC(ham, sampler, optax.sgd(0.05), 64, preconditioner=sr(diag_shift=1e-3))
+    assert vmc.sampling_power == 0.5
+    params = model.init(jax.random.PRNGKey(3), jnp.ones((1, 6), jnp.int8))
+    state = vmc.init(jax.random.PRNGKey(4), params)
+    samples, lp, _ = sampler.sample(state.sampler, params, 64)  # what the step draws
+    new, metrics = vmc.step(state)
+    e_loc = np.asarray(vmc.local_energies(params, samples, lp))
+    w = np.exp(np.real(np.asarray(lp)))
+    w /= w.sum()
+    np.testing.assert_allclose(complex(metrics["energy"]), np.sum(w * e_loc), rtol=1e-12)
+    expected = weighted_statistics(per_chain(e_loc, 16), per_chain(w, 16))
+    np.testing.assert_allclose(float(metrics["energy_error"]), float(expected.error_of_mean), rtol=1e-10)
+    jac = jacobian(derivative_form(model.apply), params, samples)
+    direction = sr_direction(jac, jnp.asarray(e_loc), diag_shift=1e-3, weights=jnp.asarray(w))
+    moved = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a, b: a - b, new.params, params))
+    got = np.concatenate([np.ravel(x) for x in moved])
+    np.testing.assert_allclose(got, -0.05 * np.asarray(direction), rtol=1e-8, atol=1e-12)
+    # samples of |psi|^2 for the final estimate and measure: chi-square against the plain sampler's
+    import dataclasses
+
+    drawn = draw_samples(vmc, new.sampler, new.params, 64, local_energies=False)[0]
+    plain = dataclasses.replace(sampler, power=1.0).sample(new.sampler, new.params, 64)[0]
+    broad = sampler.sample(new.sampler, new.params, 64)[0]
+    assert np.array_equal(np.asarray(drawn), np.asarray(plain)) and not np.array_equal(np.asarray(drawn),
+                                                                                        np.asarray(broad))

@@ -28,7 +28,8 @@ GROUPS = {"system": "the lattice and the Hamiltonian", "sector": "the symmetry t
           "runtime (one process per host)"}
 # the help group of a recipe field where it is not the recipe's own
 _GROUP_OF = {**dict.fromkeys(("symmetry", "momentum", "spin_parity", "rotation_parity"), "sector"),
-             **dict.fromkeys(("sampling", "samples", "full_stage_samples", "chains", "sweep_size", "eval_samples"),
+             **dict.fromkeys(("sampling", "samples", "full_stage_samples", "chains", "sweep_size", "eval_samples",
+                               "sampling_power"),
                              "sampling"), "seed": "run", "chunk_size": "memory and devices",
              "memory_budget": "memory and devices"}
 LEGACY = {"norm", "momentum_readout"}  # accepted, not shown: options kept for runs of earlier versions

@@ -2,9 +2,13 @@
 
 :func:`draw_samples` draws as :func:`quantax_lite.driver.vmc.energy_estimate` does (blocks of at
 most a step's samples, so the memory is that of a training step; the same local
-energies) and keeps the samples, so that observables can be measured on them.
+energies) and keeps the samples, so that observables can be measured on them. They are
+samples of |psi|^2 also when the driver trains on samples of |psi|^(2 power)
+(``MetropolisSampler(power=...)``): the same chains, at power 1.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import jax.numpy as jnp
 
@@ -25,10 +29,13 @@ def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = 
     block = min(n_samples, vmc.n_samples)
     if n_samples % block:
         raise ValueError(f"n_samples: {n_samples} must be a multiple of the step's {block} samples.")
-    n_chains = vmc.sampler.n_chains
+    sampler = vmc.sampler
+    if getattr(sampler, "power", 1.0) != 1.0:  # a driver that trains on |psi|^(2 power): |psi|^2 here
+        sampler = dataclasses.replace(sampler, power=1.0)
+    n_chains = sampler.n_chains
     parts, n_blocks = [], n_samples // block
     for i in range(n_blocks):
-        s, lp, chains = vmc.sampler.sample(chains, params, block)
+        s, lp, chains = sampler.sample(chains, params, block)
         e = vmc.local_energies(params, s, lp) if local_energies else jnp.zeros(block)
         parts.append((per_chain(s, n_chains), per_chain(lp, n_chains), per_chain(e, n_chains)))
         if progress is not None:

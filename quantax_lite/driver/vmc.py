@@ -35,7 +35,7 @@ from quantax_lite.optimizer.preconditioners import Preconditioner, sr
 from quantax_lite.sampler import Sampler, per_chain
 from quantax_lite.sampler.full_sum import row_local_energies
 from quantax_lite.optimizer.stochastic_reconfiguration import unravel_like
-from quantax_lite.stats.chains import Stats, exact_statistics, statistics
+from quantax_lite.stats.chains import Stats, exact_statistics, statistics, weighted_statistics
 from quantax_lite.utils import batch_sharding, limit_blas_threads, mesh_size, replicate, replicated_sharding
 
 __all__ = ["VMC", "VMCState", "ChunkSizes", "Diverged", "energy_estimate", "run"]
@@ -102,6 +102,10 @@ class VMC:
       sampler with ``exact = True``, :class:`~quantax_lite.sampler.FullSumSampler`) the
       sampler's ``n_rows``, or None for it: the step's energy, variance and natural
       gradient are then exact (errors 0), and the preconditioner gets the rows' weights.
+      A sampler of |psi|^(2 power) with power < 1 (``MetropolisSampler(power=...)``): each
+      sample weighs |psi|^(2 - 2 power), normalized over the step (self-normalized
+      importance sampling), in the energy, its error bar
+      (:func:`~quantax_lite.stats.chains.weighted_statistics`) and the preconditioner.
     preconditioner: a :class:`~quantax_lite.optimizer.preconditioners.Preconditioner`; default
       ``sr()`` (SR / MinSR with diagonal shift 1e-4).
     chunk_size: samples per device per chunk for local energies and the Jacobian
@@ -164,6 +168,10 @@ class VMC:
             raise TypeError("preconditioner: exact sums pass `weights` (the rows' probabilities) to its update, "
                             "which does not take them; use sr(), spring(sr(), mu), gradient() or add a "
                             "`weights=None` keyword.")
+        if self.sampling_power != 1.0 and not _takes_weights(self.preconditioner.update):
+            raise TypeError(f"preconditioner: samples of |psi|^(2 power) (power {self.sampling_power:g}) pass "
+                            "`weights` to its update, which does not take them; use sr(), spring(sr(), mu), "
+                            "gradient() or add a `weights=None` keyword.")
         if self.mesh is not None and self.sampler.mesh is not None and self.mesh != self.sampler.mesh:
             raise ValueError(
                 "mesh: the driver's mesh differs from its sampler's; the samples live on the "
@@ -178,6 +186,11 @@ class VMC:
         """Whether the sampler gives exact sums (rows with weights, e.g.
         :class:`~quantax_lite.sampler.FullSumSampler`) instead of samples."""
         return bool(getattr(self.sampler, "exact", False))
+
+    @property
+    def sampling_power(self) -> float:
+        """The power ``a`` of the sampled |psi|^(2a) (1: |psi|^2; a sampler's ``power``)."""
+        return float(getattr(self.sampler, "power", 1.0))
 
     @functools.cached_property
     def _hamiltonian_rows(self):
@@ -400,7 +413,9 @@ class VMC:
                 samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
             e_loc = self._row_or_local_energies(local_energies, params, samples, log_psi_s)
             jac = jacobian(differentiate, params, samples, chunk_size=sizes.jacobian, mesh=mesh)
-            exact = {"weights": weights} if self.exact else {}
+            if not self.exact and self.sampling_power != 1.0:  # importance weights |psi|^(2 - 2 power)
+                weights = importance_weights(log_psi_s, self.sampling_power)
+            exact = {"weights": weights} if self.exact or self.sampling_power != 1.0 else {}
             direction, precond, info = self.preconditioner.update(
                 jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh, **exact
             )
@@ -408,6 +423,9 @@ class VMC:
             params = optax.apply_updates(params, updates)
             if self.exact:
                 stats = exact_statistics(e_loc, weights)
+            elif self.sampling_power != 1.0:
+                n_chains = self.sampler.n_chains
+                stats = weighted_statistics(per_chain(e_loc, n_chains), per_chain(weights, n_chains))
             else:
                 stats = statistics(per_chain(e_loc, self.sampler.n_chains))
             wide = tuning.wide_dtype()
@@ -438,6 +456,14 @@ def _even_chunk(chunk: int | None, rows: int) -> int | None:
         return chunk
     n_chunks = -(-rows // chunk)
     return -(-rows // n_chunks)
+
+
+def importance_weights(log_psi: jax.Array, power: float) -> jax.Array:
+    """Weights (n,) summing to 1 of samples of |psi|^(2 power) for averages over |psi|^2:
+    proportional to |psi|^(2 - 2 power), from ``log_psi`` (n,) without overflow."""
+    log_w = (2.0 - 2.0 * power) * jnp.real(log_psi).astype(tuning.wide_dtype())
+    w = jnp.exp(log_w - jnp.max(log_w))
+    return w / jnp.sum(w)
 
 
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:

@@ -173,7 +173,7 @@ def build(recipe: Recipe, iteration: int = 0, *, resources: Resources | None = N
                                  max_states=MAX_EXACT_SUM_STATES)
     else:
         sampler = MetropolisSampler(model.apply, rule, n_chains=chains, n_sites=lattice.n_sites, sweep_size=sweep,
-                                    chunk_size=fixed_chunk)
+                                    chunk_size=fixed_chunk, power=recipe.sampling_power)
     schedule = recipe.learning_rate(iteration)
     sr_momentum, diag_shift = plan.optimizer
     preconditioner = sr(diag_shift=diag_shift, diag_scale=recipe.diag_scale)

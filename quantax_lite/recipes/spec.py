@@ -125,6 +125,11 @@ class Recipe:
     sweep_size: int | None = recipe_field(None, int, "optimization", "Metropolis proposals per chain between samples "
                                           "(default: n_sites/2 exchanges of anti-aligned pairs for Sz-conserving "
                                           "models, n_sites flips otherwise)")
+    sampling_power: float = recipe_field(1.0, float, "optimization", "train on samples of |psi|^(2 power), each "
+                                         "weighted by |psi|^(2 - 2 power) (0 < power <= 1): below 1 the chains "
+                                         "visit configurations of small |psi|, where a frustrated magnet's local "
+                                         "energies carry most of their variance; the final estimate and measure "
+                                         "sample |psi|^2")
     chunk_size: int | str = recipe_field("auto", int_or_auto, "optimization", "samples per device per chunk of local "
                                          "energies and Jacobians, to bound memory; auto: the library's chunks, each at "
                                          "most the largest whose compiled program fits --memory-budget")
@@ -184,6 +189,11 @@ class Recipe:
         if self.depth is not None and not is_auto(self.depth):
             positive_int(self.depth, "depth", minimum=0)
         finite_number(self.lr, "lr", above=0)
+        if not 0 < finite_number(self.sampling_power, "sampling_power") <= 1:
+            raise FieldError("sampling_power", f"sampling_power: expected a number in (0, 1], got {self.sampling_power!r}.")
+        if self.sampling == "exact_sum" and self.sampling_power != 1:
+            raise FieldError("sampling_power", "sampling_power: exact sums weigh every configuration by |psi|^2 and "
+                                               f"draw no samples; leave it 1, got {self.sampling_power!r}.")
         finite_number(self.lr_half_life, "lr_half_life", above=0)
         if self.full_stage_samples is not None:
             positive_int(self.full_stage_samples, "full_stage_samples")

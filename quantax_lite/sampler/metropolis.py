@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.utils.validate import positive_int
+from quantax_lite.utils.validate import finite_number, positive_int
 from quantax_lite.hilbert.configurations import random_states, resolve_total_sz
 from quantax_lite.utils import chunk_map, make_mesh
 from quantax_lite.utils.mesh import batch_sharding, mesh_size, replicated_sharding
@@ -55,8 +55,8 @@ class SamplerState:
 
 @dataclass(frozen=True)
 class MetropolisSampler:
-    """Metropolis-Hastings sampler of |psi(s)|^2 with ``n_chains`` parallel chains (a
-    :class:`~quantax_lite.sampler.Sampler`).
+    """Metropolis-Hastings sampler of |psi(s)|^2 (of |psi(s)|^(2 power)) with ``n_chains``
+    parallel chains (a :class:`~quantax_lite.sampler.Sampler`).
 
     log_psi: ``log_psi(params, s) -> (batch,)`` for s int8 (batch, n_sites) (real or
         complex: only 2 Re log_psi enters the acceptance).
@@ -75,6 +75,11 @@ class MetropolisSampler:
         ``initial_states`` (only with a rule that conserves Sz; ValueError otherwise).
         None: unconstrained random initial states. After construction ``total_sz``
         holds the resolved sector.
+    power: the chains sample |psi|^(2 power), 0 < power <= 1 (default 1: |psi|^2). Below
+        1 the distribution is broader: configurations of small |psi| are visited, and
+        the driver weighs each sample by |psi|^(2 - 2 power) (importance sampling;
+        :class:`~quantax_lite.driver.vmc.VMC`). The ``log_psi`` returned with the samples
+        is always the network's.
 
     The sampler is immutable and hashable: it is the static part of the jitted sweep
     loop, which compiles once per (sampler, shapes, n_sweeps).
@@ -89,6 +94,7 @@ class MetropolisSampler:
     chunk_size: int | None = None
     mesh: Any = None
     total_sz: float | str | None = "auto"
+    power: float = 1.0
 
     def __post_init__(self):
         if not callable(self.log_psi):
@@ -109,6 +115,10 @@ class MetropolisSampler:
         sweep = self.n_sites if self.sweep_size is None else self.sweep_size
         object.__setattr__(self, "sweep_size", positive_int(sweep, "sweep_size"))
         positive_int(self.n_thermalize, "n_thermalize", minimum=0)
+        power = finite_number(self.power, "power")
+        if not 0 < power <= 1:
+            raise ValueError(f"power: the chains sample |psi|^(2 power) with 0 < power <= 1, got {self.power!r}")
+        object.__setattr__(self, "power", float(power))
         if self.chunk_size is not None:
             positive_int(self.chunk_size, "chunk_size")
         conserves = bool(self.rule.conserves_sz)
@@ -236,7 +246,7 @@ def _run_chains(sampler: MetropolisSampler, mesh, n_sweeps: int, n_therm, state,
         proposed = constrain(proposed)
         log_psi_new = evaluate(params, proposed).astype(log_psi.dtype)
         log_u = jnp.log(constrain(tuning.uniform(k_accept, (n_chains,))))
-        log_ratio = 2.0 * jnp.real(log_psi_new - log_psi)
+        log_ratio = 2.0 * sampler.power * jnp.real(log_psi_new - log_psi)
         log_ratio = log_ratio + log_q_ratio.astype(log_ratio.dtype)  # 0 for symmetric rules
         accept = log_u < log_ratio
         moved = accept & jnp.any(proposed != states, axis=1)

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 from quantax_lite.utils import tuning
 
-__all__ = ["Stats", "statistics", "exact_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
+__all__ = ["Stats", "statistics", "exact_statistics", "weighted_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 
 SOKAL_WINDOW_C = 5.0
 # Chains up to this length get their lagged products from one matrix product, longer ones by FFT.
@@ -239,6 +239,38 @@ def exact_statistics(x: Any, weights: Any) -> Stats:
     variance = jnp.sum(w * _abs2(x - mean))
     nan = jnp.asarray(jnp.nan, variance.dtype)
     return Stats(mean, jnp.zeros_like(variance), variance, nan, nan, int(x.shape[0]))
+
+
+def weighted_statistics(x: Any, weights: Any) -> Stats:
+    """Mean, error of the mean and variance of x under importance weights (self-normalized:
+    sum w x / sum w), from samples of another distribution than the one averaged over.
+
+    x, weights: (n_chains, n_per_chain), weights nonnegative (any normalization). The
+    error treats each chain as one independent block (the ratio estimator linearized:
+    the spread over chains of sum_c w (x - mean) / mean_c sum w), so it needs two chains or
+    more (NaN with one) and holds whatever the chains' autocorrelation. tau and r_hat are
+    those of the unweighted x: diagnostics of how the chains mix.
+    """
+    x = _as_chains(x)
+    w = _as_chains(weights, "weights")
+    if w.shape != x.shape:
+        raise ValueError(f"weighted_statistics: expected x and weights of one shape, got {x.shape} and {w.shape}")
+    mean, error, variance, tau, r_hat = _weighted_statistics(x, w.astype(jnp.result_type(jnp.real(x).dtype, w.dtype)))
+    return Stats(mean, error, variance, tau, r_hat, int(x.shape[0] * x.shape[1]))
+
+
+@jax.jit
+def _weighted_statistics(x, w):
+    w = w / jnp.sum(w)
+    mean = jnp.sum(w * x)
+    variance = jnp.sum(w * _abs2(x - mean))
+    n_chains = x.shape[0]
+    # per chain: its share of the linearized estimator, n_chains * sum_c w (x - mean) (mean 0)
+    z = n_chains * jnp.sum(w * (x - mean), axis=1)
+    error = jnp.sqrt(jnp.sum(_abs2(z)) / (n_chains * max(n_chains - 1, 1))) if n_chains > 1 else jnp.nan
+    gamma = _autocovariance(x)
+    _, tau = _mean_error_and_tau(gamma, n_chains)
+    return mean, jnp.asarray(error, variance.dtype), variance, tau, split_r_hat(x)
 
 
 @jax.jit
