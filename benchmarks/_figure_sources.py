@@ -123,8 +123,14 @@ def walk(obj, path: str, where: str):
 
 
 def _norm(value) -> str:
-    """A cell's or a field's text as a selector compares it: "J1-J2", "j1j2"; "4×4", "4x4"."""
-    return re.sub(r"(?<=\w)-(?=\w)", "", str(value).strip().strip("`*\"'").strip().lower().replace("×", "x"))
+    """A cell's or a field's text as a selector compares it: "J1-J2", "j1j2"; "4×4", "4x4";
+    numbers by value ("1", 1.0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    text = str(value).strip().strip("`*\"'").strip()
+    if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+        return repr(float(text))
+    return re.sub(r"(?<=\w)-(?=\w)", "", text.lower().replace("×", "x"))
 
 
 _SELECTOR = r"\[(?:[^\[\]\"']|\"[^\"]*\"|'[^']*')*\]"  # [...], brackets inside quotes allowed
