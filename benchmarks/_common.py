@@ -1,53 +1,364 @@
-"""Set-up and measurements shared by the benchmark scripts.
+"""The benchmarks' harness: what the scripts of ``benchmarks/`` share, written once.
 
-:func:`simulate_cpu_devices` must run before jax is imported; everything else imports jax
-when called.
+A benchmark is a thin script over it (``python benchmarks/NAME.py ...``; its parts that
+grew large live in ``_NAME_*.py`` modules beside it):
 
-FLOPs. ``compiled.cost_analysis()`` (jax 0.10.2: one dict; older versions: a list of one
-dict per program) counts the body of every loop **once**: XLA's cost analysis does not
-multiply by the trip count (a ``lax.scan`` of 10 matrix products reports the FLOPs of
-one). The sampler's sweeps, the chunks of ``chunk_map`` and the SR blocks are all
-loops, so :func:`jaxpr_cost` counts the same program from its jaxpr instead: every
-``scan`` body times its length, ``shard_map`` bodies times their device count, a
-``cond`` at the branch this platform takes (platform-dependent branches), a two-way
-data-dependent ``cond`` (the SR fallback) at its cheaper branch and an n-way ``switch``
-(the local energies' packed widths) at its dearest (an upper bound), and ``while`` loops
-(trip counts known only at run time: the sampler's thermalization, 0 sweeps once the
-chains are thermalized) zero times, their per-iteration FLOPs kept aside. Both numbers are
-reported (:func:`compile_part`): ``flops`` (this count) and ``xla_flops`` (XLA's).
+- **before jax**: :func:`simulate_cpu_devices` (N simulated CPU devices; must run before
+  jax is imported) and :func:`cpu_devices_env` (the same for a subprocess);
+- **the backend**: :func:`detect_backend` (asked in a subprocess: a process that starts
+  others which use the accelerator must not hold it), :func:`is_accelerator`,
+  :func:`platform_kind` (``cpu``, ``gpu`` or ``tpu``) and :func:`on_accelerator`;
+- **the machine**: :func:`platform_info` (jax, backend, devices, host),
+  :func:`host_info` (stdlib only, for workers under any interpreter), :func:`cpu_model`
+  and :func:`load_average`;
+- **the record**: every JSON result a script writes carries the harness's fields
+  :data:`RECORD_FIELDS`: ``command``, the command line that made it
+  (:func:`command_line`), and ``meta``, the environment it ran in (:func:`environment`:
+  :func:`platform_info` and the load average when it was written; keys of a script's own
+  ``meta`` are kept over them). :func:`stamp` adds them, :func:`write_result` stamps and
+  writes (:func:`write_json`: its folder made, the file replaced whole).
+  :func:`add_json_option` is the ``--json`` option and :func:`output_path` the rule that a
+  ``--quick`` run never writes the committed results unless told where;
+- **timing**: :func:`clock` (one call, waited for), :func:`time_calls` and :func:`timed`
+  (median and best after a warm-up call);
+- **tables**: :class:`Table` (fixed-width columns: the header, a rule, the rows);
+- **rows from worker processes** (a package under its own interpreter): :func:`worker_row`
+  runs one and reads the row it reports (:func:`report_row`);
+- **errors**: :func:`error_text` and :func:`last_line`, for a result's error field;
+- **the parts of one VMC step**: :func:`chunk_sizes` and :func:`step_parts`;
+- **compiled programs** (``_costs``, re-exported here): :func:`compile_part`,
+  :func:`jaxpr_cost`, :func:`xla_flops`, :func:`memory_stats`, :func:`matmul_peak`,
+  :func:`parse_dot`.
+
+Nothing here imports jax when this module is imported (workers under other interpreters
+import it); the functions that need jax import it when called.
 """
 from __future__ import annotations
 
-import math
+import argparse
+import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # _costs, beside this file, however this module was loaded
+    sys.path.insert(0, HERE)
+
+from _costs import (compile_part, jaxpr_cost, matmul_peak, memory_stats, parse_dot,  # noqa: E402,F401
+                    xla_flops)
+
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+# the fields every JSON result carries (stamp)
+RECORD_FIELDS = ("command", "meta")
+
+
+def results_file(name: str) -> str:
+    """``benchmarks/results/NAME`` (absolute): where a script's committed result lives."""
+    return os.path.join(RESULTS, name)
+
+
+# --------------------------------------------------------------------------- #
+# before jax: simulated CPU devices                                            #
+# --------------------------------------------------------------------------- #
+
+
+def cpu_devices_env(n: int, env: dict | None = None) -> dict:
+    """A copy of ``env`` (default ``os.environ``) for a process with ``n`` simulated CPU
+    devices and only the CPU platform (``XLA_FLAGS``, ``JAX_PLATFORMS``)."""
+    env = dict(os.environ if env is None else env)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
 
 
 def simulate_cpu_devices(n: int | None) -> None:
     """Ask XLA for ``n`` simulated CPU devices; must run before jax is imported. None: leave as is."""
     if not n:
         return
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-             if not f.startswith("--xla_force_host_platform_device_count")]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
+    os.environ["XLA_FLAGS"] = cpu_devices_env(n)["XLA_FLAGS"]
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+# --------------------------------------------------------------------------- #
+# the backend                                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def detect_backend() -> str:
+    """jax's default backend, asked in a subprocess (a process that starts others which use
+    the accelerator must not open it first: one program at a time can hold a TPU)."""
+    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"], capture_output=True,
+                         text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines else "unknown"
+
+
+def is_accelerator(backend: str) -> bool:
+    return backend in ("gpu", "cuda", "rocm", "tpu")
+
+
+def platform_kind(backend: str) -> str:
+    """``"tpu"``, ``"gpu"`` (CUDA, ROCm) or ``"cpu"`` (anything else) of a jax backend name."""
+    return "tpu" if backend == "tpu" else "gpu" if is_accelerator(backend) else "cpu"
+
+
+def on_accelerator() -> bool:
+    """Whether jax's default backend in this process is not the CPU (opens the backend)."""
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+# --------------------------------------------------------------------------- #
+# the machine                                                                  #
+# --------------------------------------------------------------------------- #
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages now (a shared machine's timings depend on it)."""
+    return list(os.getloadavg())
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``, else ``lscpu``), or None."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
+        if model:
+            return model
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")]
+    return names[0] if names else None
+
+
+def host_info() -> dict:
+    """This machine in words (stdlib only, for workers under any interpreter): CPU count and
+    model, architecture, Python version and the load average now."""
+    import platform as _platform
+
+    return {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "machine": _platform.machine(),
+            "python": sys.version.split()[0], "load_average": load_average()}
+
+
+def platform_info() -> dict:
+    """jax version, backend, device kind and count, host CPU count."""
+    import platform as _platform
+
+    import jax
+
+    devices = jax.devices()
+    return dict(jax=jax.__version__, backend=jax.default_backend(), device_kind=devices[0].device_kind,
+                n_devices=len(devices), devices=[str(d) for d in devices], cpu_count=os.cpu_count(),
+                machine=_platform.processor() or _platform.machine(), python=_platform.python_version())
+
+
+def environment() -> dict:
+    """A result's ``meta``: :func:`platform_info` (where jax cannot start: the error and the
+    host) and the load average now."""
+    try:
+        info = platform_info()
+    except Exception as err:  # no jax here, or its backend failed: the result is still written
+        host = host_info()
+        info = dict(jax_error=error_text(err), cpu_count=host["cpu_count"], machine=host["machine"],
+                    python=host["python"])
+    info["load_average"] = load_average()
+    return info
+
+
+# --------------------------------------------------------------------------- #
+# the record: command line, environment, JSON                                  #
+# --------------------------------------------------------------------------- #
+
+
+def script_parser(doc: str | None, **kwargs) -> argparse.ArgumentParser:
+    """A script's parser: its docstring as the description, printed as written."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
+def command_line(script: str, argv=None) -> str:
+    """``python benchmarks/NAME.py ARGS`` of the script ``script`` (its path or name) with
+    ``argv`` (default ``sys.argv[1:]``), each argument quoted for a POSIX shell."""
+    name = os.path.basename(script)
+    name = name if name.endswith(".py") else name + ".py"
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", f"benchmarks/{name}", *(shlex.quote(str(a)) for a in args)])
+
+
+def stamp(result: dict, script: str, argv=None) -> dict:
+    """``result`` with the harness's fields (:data:`RECORD_FIELDS`), in place: ``command``
+    (:func:`command_line`; one already there is kept) and ``meta`` (:func:`environment`,
+    under the keys of a ``meta`` already there)."""
+    result.setdefault("command", command_line(script, argv))
+    result["meta"] = {**environment(), **(result.get("meta") or {})}
+    return result
+
+
+def write_json(path: str, obj, indent: int | None = 1, newline: bool = False, **dump) -> None:
+    """``obj`` as JSON to ``path`` (its folder made; written beside it, then renamed over it,
+    so that a reader never sees half a file); ``dump``: more options of ``json.dump``."""
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a pipe: written as it is
+        with open(path, "w") as fh:
+            json.dump(obj, fh, indent=indent, **dump)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as fh:
+            json.dump(obj, fh, indent=indent, **dump)
+            if newline:
+                fh.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_result(path: str, result: dict, script: str, argv=None, **kwargs) -> dict:
+    """:func:`stamp` ``result`` and write it (:func:`write_json`, ``kwargs`` its options)."""
+    write_json(path, stamp(result, script, argv), **kwargs)
+    return result
+
+
+def output_path(quick: bool, given: str | None, default: str | None) -> str | None:
+    """The JSON to write: the path given; without one ``default`` on a full run and none on a
+    ``--quick`` one (a smoke test never replaces the committed results)."""
+    return given or (None if quick else default)
+
+
+def add_json_option(parser: argparse.ArgumentParser, default: str | None = None, when: str = "always",
+                    help: str | None = None) -> None:
+    """The ``--json PATH`` option of a script. ``when``: ``"always"`` (``default`` unless
+    given), ``"full"`` (``default`` on a full run only: see :func:`output_path`; the option's
+    value is None unless given), ``"asked"`` (``--json`` alone writes ``default``; without it
+    nothing), ``"given"`` (only where given). ``help``: more words after the rule."""
+    where = default and os.path.relpath(default, ROOT)
+    rule = {"always": f"result file (default {where})",
+            "full": f"result file (default {where} on a full run; none with --quick unless given)",
+            "asked": f"write the result (--json alone: {where}); without --json nothing is written",
+            "given": "result file (none unless given)"}[when]
+    text = rule + (f"; {help}" if help else "")
+    if when == "asked":
+        parser.add_argument("--json", nargs="?", const=default, default=None, metavar="PATH", help=text)
+    else:
+        parser.add_argument("--json", default=default if when == "always" else None, metavar="PATH", help=text)
+
+
+# --------------------------------------------------------------------------- #
+# timing                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+def clock(fn, wait: bool = True):
+    """``(value, seconds)`` of one call of ``fn``, its jax arrays waited for
+    (``jax.block_until_ready``; ``wait`` False: not waited for, e.g. a build)."""
+    t = time.perf_counter()
+    value = fn()
+    if wait:
+        import jax
+
+        value = jax.block_until_ready(value)
+    return value, time.perf_counter() - t
+
+
+def time_calls(fn, repeats: int, wait: bool = True) -> list[float]:
+    """Seconds of ``repeats`` calls of ``fn`` (:func:`clock`), one after the other."""
+    return [clock(fn, wait)[1] for _ in range(repeats)]
 
 
 def timed(fn, repeats):
     """Median and minimum seconds of ``repeats`` calls of ``fn`` (after one call to compile
     and warm up); ``fn`` returns jax arrays, waited for with ``block_until_ready``."""
-    import jax
-
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
+    clock(fn)
+    times = time_calls(fn, repeats)
     return statistics.median(times), min(times)
+
+
+# --------------------------------------------------------------------------- #
+# tables                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+class Table:
+    """Fixed-width columns: ``Table(("chunk", 6), ("system", -26), ...)``, a name and a width
+    each (a negative width left-aligns), one space between columns.
+
+    ``header``: the names; ``rule``: dashes as long as the header; ``row(*cells)``: cells
+    (``str()`` of each: format numbers first) in the columns; cells past the last column
+    are appended as they are (a free-text tail)."""
+
+    def __init__(self, *columns: tuple[str, int]):
+        self.names = [name for name, _ in columns]
+        self.widths = [width for _, width in columns]
+
+    def row(self, *cells) -> str:
+        fixed = [f"{str(c):<{-w}}" if w < 0 else f"{str(c):>{w}}" for c, w in zip(cells, self.widths)]
+        return " ".join(fixed + [str(c) for c in cells[len(self.widths):]])
+
+    @property
+    def header(self) -> str:
+        return self.row(*self.names)
+
+    @property
+    def rule(self) -> str:
+        return "-" * len(self.header)
+
+
+# --------------------------------------------------------------------------- #
+# rows measured in worker processes (each package in its own interpreter)      #
+# --------------------------------------------------------------------------- #
+
+ROW_MARK = "PEER_RESULT "
+
+
+def report_row(row: dict, mark: str = ROW_MARK) -> None:
+    """A worker's row, printed as ``MARK {json}`` (the last such line of its stdout counts)."""
+    print(mark + json.dumps(row), flush=True)
+
+
+def worker_row(name: str, cmd: list, timeout: float, mark: str = ROW_MARK, cwd: str = ROOT) -> dict:
+    """Run the worker ``cmd`` (in ``cwd``) and read its row (:func:`report_row`):
+    ``{"package": name, **row, "process_s"}``; ``"status": "failed"`` with the end of its
+    error when it exits otherwise, prints no row, or gives none within ``timeout`` seconds."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return {"package": name, "status": "failed", "error": f"no result within {timeout} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(mark)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"package": name, "status": "failed", "error": " | ".join(tail) or f"exit status {proc.returncode}"}
+    return {"package": name, **json.loads(lines[-1][len(mark):]), "process_s": time.perf_counter() - t0}
+
+
+# --------------------------------------------------------------------------- #
+# errors                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+def error_text(err: BaseException, limit: int = 300) -> str:
+    """``"TypeName: first line of the message"`` (at most ``limit`` characters of it), for a
+    result's error field."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:limit] if lines else ''}".rstrip(": ")
+
+
+def last_line(text: str | None, limit: int = 300) -> str | None:
+    """The last non-blank line of a process's output (at most ``limit`` characters), or None."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:limit] if lines else None
 
 
 # --------------------------------------------------------------------------- #
@@ -102,351 +413,3 @@ def step_parts(vmc, state, n_samples, prepare=None):
     solve = jax.jit(lambda O, e: vmc.preconditioner.update(O, e, state.preconditioner, step=state.iteration)[0])
     part("solve", solve, O, e)
     return parts, dict(samples=samples, log_psi=lp, e_loc=e, jac=O)
-
-
-# --------------------------------------------------------------------------- #
-# compiled programs: time to compile, FLOPs, memory                            #
-# --------------------------------------------------------------------------- #
-
-
-def xla_flops(compiled) -> float | None:
-    """``compiled.cost_analysis()["flops"]`` (a dict in jax 0.10.2, a list of dicts before;
-    summed over programs), or None where the backend gives none. Loop bodies count once."""
-    try:
-        cost = compiled.cost_analysis()
-    except Exception:  # some backends give no cost analysis
-        return None
-    if cost is None:
-        return None
-    if isinstance(cost, dict):
-        cost = [cost]
-    values = [c.get("flops") for c in cost if isinstance(c, dict) and c.get("flops") is not None]
-    return float(sum(values)) if values else None
-
-
-def memory_stats(compiled) -> dict | None:
-    """The compiled program's ``memory_analysis()`` in bytes per device (argument, output,
-    temp, alias, generated code, and ``total`` = argument + output + temp - alias), or None."""
-    try:
-        m = compiled.memory_analysis()
-    except Exception:
-        return None
-    if m is None:
-        return None
-    if isinstance(m, (list, tuple)):
-        m = m[0]
-    out = {k: int(getattr(m, f"{k}_size_in_bytes", 0) or 0)
-           for k in ("argument", "output", "temp", "alias", "generated_code")}
-    out["total"] = out["argument"] + out["output"] + out["temp"] - out["alias"]
-    return out
-
-
-def compile_part(jitted, args, record: dict):
-    """Trace, lower and compile ``jitted(*args)`` ahead of time; store in ``record`` the
-    seconds (``trace_s``: tracing, including any choice the library makes while tracing;
-    ``compile_s``: lowering and XLA compilation), the FLOPs (:func:`jaxpr_cost`: ``flops``,
-    ``matmul_flops``, ``transcendentals``, ``dynamic_loops``, ``dynamic_loop_flops``,
-    ``dots``; and XLA's ``xla_flops``) and the memory (:func:`memory_stats`).
-    Returns the compiled program (called like ``jitted``)."""
-    import jax
-
-    if not hasattr(jitted, "trace"):
-        jitted = jax.jit(jitted)
-    t0 = time.perf_counter()
-    traced = jitted.trace(*args)
-    t1 = time.perf_counter()
-    compiled = traced.lower().compile()
-    t2 = time.perf_counter()
-    record.update(trace_s=t1 - t0, compile_s=t2 - t1)
-    record.update(jaxpr_cost(traced.jaxpr))
-    record["xla_flops"] = xla_flops(compiled)
-    record["memory"] = memory_stats(compiled)
-    return compiled
-
-
-# FLOPs per element of elementwise primitives (real arithmetic; complex: see _complex_factor)
-_ELEMENTWISE = {
-    "add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "floor", "ceil", "round",
-    "integer_pow", "square", "select_n", "clamp", "nextafter", "conj", "real", "imag", "complex", "add_any",
-    "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "copysign",
-}
-_TRANSCENDENTAL = {
-    "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin", "acos", "atan",
-    "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erf_inv", "lgamma", "digamma", "pow",
-    "sqrt", "rsqrt", "cbrt",
-}
-_REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cumsum", "cumprod",
-               "cummax", "cummin", "cumlogsumexp"}
-
-
-def _size(aval) -> int:
-    return int(math.prod(getattr(aval, "shape", ()) or ()))
-
-
-def _is_float(aval) -> bool:
-    import numpy as np
-
-    try:
-        return bool(np.issubdtype(aval.dtype, np.inexact))
-    except TypeError:  # key types and the like
-        return False
-
-
-def _is_complex(aval) -> bool:
-    import numpy as np
-
-    try:
-        return bool(np.issubdtype(aval.dtype, np.complexfloating))
-    except TypeError:
-        return False
-
-
-def _complex_factor(*avals) -> int:
-    """Real FLOPs per complex multiply-add: 4 when both operands are complex, 2 when one is."""
-    n = sum(_is_complex(a) for a in avals)
-    return 4 if n == 2 else 2 if n == 1 else 1
-
-
-def _jaxpr_types():
-    try:
-        from jax.extend import core as jcore
-
-        return jcore.ClosedJaxpr, jcore.Jaxpr
-    except (ImportError, AttributeError):  # older jax
-        from jax import core as jcore
-
-        return jcore.ClosedJaxpr, jcore.Jaxpr
-
-
-def _platform_names() -> set:
-    import jax
-
-    backend = jax.default_backend()
-    return {backend, "cuda" if backend == "gpu" else backend, "gpu" if backend in ("cuda", "rocm") else backend}
-
-
-def jaxpr_cost(closed_jaxpr) -> dict:
-    """FLOPs of a (closed) jaxpr, loops counted by their trip counts.
-
-    ``flops``: real floating-point operations, complex arithmetic in real operations:
-    matrix products and convolutions (``matmul_flops``: 2 per multiply-add, 4x for
-    complex x complex), elementwise arithmetic and comparisons on floating-point arrays
-    (1 per element, 2 for complex), reductions (1 per input element), and the
-    decompositions (Cholesky n^3/3, triangular solves n^2 m, eigh 9 n^3, SVD 22 n^3, QR
-    4n^3/3, LU 2n^3/3 per matrix). ``transcendentals``: elements of exp, log, tanh,
-    sqrt, ... (not in ``flops``, as XLA counts them). Integer, index and data-movement
-    operations (gathers, scatters, PRNG bits) count nothing. Loops: see the module
-    docstring; ``dynamic_loops`` is the number of ``while`` loops counted zero times and
-    ``dynamic_loop_flops`` their FLOPs for one iteration each. A ``cond`` whose branch is
-    chosen at run time counts one branch: of two (``lax.cond``: a fast path and a
-    fallback, e.g. the SR solve's Cholesky or pseudo-inverse) the cheaper, of more
-    (``lax.switch``: one computation at several sizes, e.g. the local energies' packed
-    widths) the dearest, an upper bound, as XLA counts every conditional;
-    ``flops_bounds`` is ``[every such cond at its cheapest, at its dearest]``. ``dots``:
-    ``{"BxMxKxN dtype": flops}`` of every matrix product (B the batch, K the contracted
-    size), for choosing matmul shapes to time.
-    """
-    closed_type, open_type = _jaxpr_types()
-    platforms = _platform_names()
-
-    def new():
-        return dict(flops=0.0, matmul_flops=0.0, transcendentals=0.0, dynamic_loops=0, dynamic_loop_flops=0.0,
-                    cond_below=0.0, cond_above=0.0, dots={})
-
-    def add(total, part, times=1.0):
-        for k in ("flops", "matmul_flops", "transcendentals", "dynamic_loop_flops", "cond_below", "cond_above"):
-            total[k] += times * part[k]
-        total["dynamic_loops"] += part["dynamic_loops"]
-        for k, v in part["dots"].items():
-            total["dots"][k] = total["dots"].get(k, 0.0) + times * v
-
-    def inner(j):
-        return j.jaxpr if isinstance(j, closed_type) else j
-
-    def walk(jaxpr):
-        total = new()
-        for eqn in jaxpr.eqns:
-            name = eqn.primitive.name
-            params = eqn.params
-            ins = [v.aval for v in eqn.invars]
-            outs = [v.aval for v in eqn.outvars]
-            if name == "scan":
-                add(total, walk(inner(params["jaxpr"])), params["length"])
-            elif name == "while":
-                body = walk(inner(params["body_jaxpr"]))
-                add(body, walk(inner(params["cond_jaxpr"])))
-                total["dynamic_loops"] += 1 + body["dynamic_loops"]
-                total["dynamic_loop_flops"] += body["flops"] + body["dynamic_loop_flops"]
-            elif name == "cond":
-                branches = [walk(inner(b)) for b in params["branches"]]
-                chosen = None
-                names = params.get("branches_platforms")
-                if names:
-                    matching = [i for i, p in enumerate(names) if p is not None and set(p) & platforms]
-                    default = [i for i, p in enumerate(names) if p is None]
-                    pick = matching or default
-                    chosen = branches[pick[0]] if pick else None
-                if chosen is None:  # data-dependent: a two-way cond's cheaper branch, a switch's dearest
-                    cheap = min(branches, key=lambda b: b["flops"])
-                    dear = max(branches, key=lambda b: b["flops"])
-                    chosen = cheap if len(branches) == 2 else dear
-                    total["cond_below"] += chosen["flops"] - cheap["flops"]
-                    total["cond_above"] += dear["flops"] - chosen["flops"]
-                add(total, chosen)
-            elif name == "shard_map":
-                mesh = params["mesh"]
-                axes = params.get("newly_manual_axes") or params.get("manual_axes") or tuple(mesh.shape)
-                times = math.prod(int(mesh.shape[a]) for a in axes)
-                add(total, walk(inner(params["jaxpr"])), times)
-            elif name == "dot_general":
-                (contract, _), _ = params["dimension_numbers"]
-                lhs, rhs = ins[0], ins[1]
-                k = math.prod(int(lhs.shape[d]) for d in contract)
-                f = 2.0 * _size(outs[0]) * k * _complex_factor(lhs, rhs)
-                total["flops"] += f
-                total["matmul_flops"] += f
-                (lc, rc), (lb, rb) = params["dimension_numbers"]
-                b = math.prod(int(lhs.shape[d]) for d in lb)
-                m = _size(lhs) // max(1, b * k)
-                n = _size(rhs) // max(1, b * k)
-                key = f"{b}x{m}x{k}x{n} {lhs.dtype}"
-                total["dots"][key] = total["dots"].get(key, 0.0) + f
-            elif name == "conv_general_dilated":
-                rhs = ins[1]
-                out_feature_dim = params["dimension_numbers"].rhs_spec[0]
-                per_output = _size(rhs) // max(1, int(rhs.shape[out_feature_dim]))
-                f = 2.0 * _size(outs[0]) * per_output * _complex_factor(ins[0], rhs)
-                total["flops"] += f
-                total["matmul_flops"] += f
-            elif name in ("cholesky", "triangular_solve", "eigh", "svd", "qr", "lu", "householder_product"):
-                a = ins[0]
-                n = int(a.shape[-1]) if a.shape else 1
-                batch = _size(a) // max(1, n * n)
-                if name == "triangular_solve":
-                    m = _size(ins[1]) // max(1, batch * n)
-                    f = float(batch) * n * n * m
-                else:
-                    f = batch * n ** 3 * {"cholesky": 1 / 3, "eigh": 9.0, "svd": 22.0, "qr": 4 / 3, "lu": 2 / 3,
-                                          "householder_product": 4 / 3}[name]
-                total["flops"] += f * _complex_factor(a, a)
-            elif name in _TRANSCENDENTAL:
-                if outs and _is_float(outs[0]):
-                    total["transcendentals"] += _size(outs[0])
-            elif name in _ELEMENTWISE:
-                if outs and any(_is_float(a) for a in ins + outs):
-                    total["flops"] += _size(outs[0]) * (2 if any(_is_complex(a) for a in ins + outs) else 1)
-            elif name in _REDUCTIONS:
-                if ins and _is_float(ins[0]):
-                    total["flops"] += _size(ins[0]) * (2 if _is_complex(ins[0]) else 1)
-            else:  # jit, custom_jvp_call, custom_vjp_call, remat, closed_call, ...: their bodies once
-                for value in params.values():
-                    for sub in (value if isinstance(value, (tuple, list)) else (value,)):
-                        if isinstance(sub, (closed_type, open_type)):
-                            add(total, walk(inner(sub)))
-        return total
-
-    total = walk(inner(closed_jaxpr))
-    total["flops_bounds"] = [total["flops"] - total.pop("cond_below"), total["flops"] + total.pop("cond_above")]
-    return total
-
-
-# --------------------------------------------------------------------------- #
-# this machine's matmul peak                                                   #
-# --------------------------------------------------------------------------- #
-
-
-def parse_dot(key: str) -> tuple[int, int, int, int]:
-    """``"BxMxKxN dtype"`` (a key of ``jaxpr_cost(...)["dots"]``) -> (B, M, K, N)."""
-    b, m, k, n = (int(x) for x in key.split()[0].split("x"))
-    return b, m, k, n
-
-
-def matmul_peak(shapes, repeats: int = 5, max_elements: int = 2**26, label=None) -> dict:
-    """Achieved GFLOP/s of dense float32 matrix products (jax's default matmul precision).
-
-    shapes: ``(B, M, K, N)`` tuples: ``(B, M, K) @ (B, K, N)`` (B = 1: a plain matrix
-      product); shapes with an operand over ``max_elements`` elements are scaled down
-      along B (then M and N) to fit.
-    label: optional names for the shapes (e.g. where they come from).
-
-    Returns ``{"rows": [{shape, label, flops, seconds, gflops}], "peak_gflops", "peak_shape",
-    "peak_label", "dtype", "matmul_precision"}``: the peak is the best row.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    rows = []
-    labels = list(label or [None] * len(shapes))
-    key = jax.random.key(0)
-    for (b, m, k, n), name in zip(shapes, labels):
-        b, m, k, n = (max(1, int(x)) for x in (b, m, k, n))
-        while b > 1 and max(b * m * k, b * k * n, b * m * n) > max_elements:
-            b = max(1, b // 2)
-        while max(m * k, k * n, m * n) > max_elements and max(m, n) > 1:
-            m, n = max(1, m // 2), max(1, n // 2)
-        ka, kb = jax.random.split(jax.random.fold_in(key, len(rows)))
-        x = jax.random.normal(ka, (b, m, k), jnp.float32)
-        y = jax.random.normal(kb, (b, k, n), jnp.float32)
-        f = jax.jit(lambda x, y: jnp.matmul(x, y))
-        seconds = timed(lambda: f(x, y), repeats)[1]  # the best call: a peak
-        flops = 2.0 * b * m * k * n
-        rows.append(dict(shape=[b, m, k, n], label=name, flops=flops, seconds=seconds,
-                         gflops=flops / seconds / 1e9))
-        del x, y
-    best = max(rows, key=lambda r: r["gflops"]) if rows else None
-    return dict(rows=rows, peak_gflops=best and best["gflops"], peak_shape=best and best["shape"],
-                peak_label=best and best["label"], dtype="float32",
-                matmul_precision=str(jax.config.jax_default_matmul_precision or "default"))
-
-
-def error_text(err: BaseException, limit: int = 300) -> str:
-    """``"TypeName: first line of the message"`` (at most ``limit`` characters of it), for a
-    result's error field."""
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0][:limit] if lines else ''}".rstrip(": ")
-
-
-def last_line(text: str | None, limit: int = 300) -> str | None:
-    """The last non-blank line of a process's output (at most ``limit`` characters), or None."""
-    lines = (text or "").strip().splitlines()
-    return lines[-1][:limit] if lines else None
-
-
-def host_info() -> dict:
-    """This machine in words (stdlib only, for workers under any interpreter): CPU count and
-    model, architecture, Python version and the load average now."""
-    import platform as _platform
-
-    model = None
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
-    except OSError:
-        pass
-    return {"cpu_count": os.cpu_count(), "cpu_model": model, "machine": _platform.machine(),
-            "python": sys.version.split()[0], "load_average": list(os.getloadavg())}
-
-
-def detect_backend() -> str:
-    """jax's default backend, asked in a subprocess (a process that starts others which use
-    the accelerator must not open it first: one program at a time can hold a TPU)."""
-    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"], capture_output=True,
-                         text=True, timeout=300)
-    lines = out.stdout.strip().splitlines()
-    return lines[-1] if out.returncode == 0 and lines else "unknown"
-
-
-def is_accelerator(backend: str) -> bool:
-    return backend in ("gpu", "cuda", "rocm", "tpu")
-
-
-def platform_info() -> dict:
-    """jax version, backend, device kind and count, host CPU count."""
-    import platform as _platform
-
-    import jax
-
-    devices = jax.devices()
-    return dict(jax=jax.__version__, backend=jax.default_backend(), device_kind=devices[0].device_kind,
-                n_devices=len(devices), devices=[str(d) for d in devices], cpu_count=os.cpu_count(),
-                machine=_platform.processor() or _platform.machine(), python=_platform.python_version())

@@ -20,8 +20,6 @@ Prints one line per row and writes JSON with ``--json`` (rewritten after every r
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
+from _common import add_json_option, clock, platform_info, script_parser, write_result  # noqa: E402
 from quantax_lite.utils import tuning  # noqa: E402
 
 tuning.configure_x64()
@@ -46,14 +45,14 @@ VARIANTS = {
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--systems", nargs="+", default=["4x4:heisenberg"], help="LATTICE:HAMILTONIAN (j1j2: J2 = 0.5)")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--samples", type=int, default=1024)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--deadline-s", type=float, default=None, help="no row starts after this many seconds")
     p.add_argument("--quick", action="store_true", help="chain:8, 64 samples, 2 repeats (CPU smoke test)")
-    p.add_argument("--json", default=None)
+    add_json_option(p, when="given", help="rewritten after every row")
     return p.parse_args(argv)
 
 
@@ -71,19 +70,14 @@ def measure(system: str, variant: str, samples: int, repeats: int) -> dict:
     jax.clear_caches()
     record = tuning.override(**VARIANTS[variant])
     with record:
-        t = time.perf_counter()
-        r = build(recipe)
-        row["build_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        state, metrics = jax.block_until_ready(r.vmc.step(r.state))  # compiles, thermalizes, steps
-        row["first_step_s"] = time.perf_counter() - t
+        r, row["build_s"] = clock(lambda: build(recipe), wait=False)
+        (state, metrics), row["first_step_s"] = clock(lambda: r.vmc.step(r.state))  # compiles, thermalizes, steps
         sizes = r.vmc.chunk_sizes(state.params) if hasattr(r.vmc, "chunk_sizes") else None  # chosen by then
         row["chunks"] = None if sizes is None else [sizes[0], sizes[1]]
         times = []
         for _ in range(repeats):
-            t = time.perf_counter()
-            state, metrics = jax.block_until_ready(r.vmc.step(state))
-            times.append(time.perf_counter() - t)
+            (state, metrics), seconds = clock(lambda: r.vmc.step(state))  # noqa: B023 (called at once)
+            times.append(seconds)
     row["step_s"] = statistics.median(times)
     row["energy"] = float(jax.numpy.real(metrics["energy"]))
     row["n_params"] = int(r.n_params)
@@ -92,11 +86,6 @@ def measure(system: str, variant: str, samples: int, repeats: int) -> dict:
 
 
 def main(argv=None) -> int:
-    import jax
-
-    sys.path.insert(0, HERE)
-    from _common import platform_info
-
     args = parse_args(argv)
     if args.quick:
         args.systems, args.samples, args.repeats = ["chain:8:heisenberg"], 64, 2
@@ -117,8 +106,7 @@ def main(argv=None) -> int:
             if args.json:  # after every row: a run cut short keeps what it measured
                 result = dict(benchmark="compile_probe", rows=rows, **platform_info(),
                               wall_s=round(time.perf_counter() - t0, 1))
-                with open(args.json, "w") as f:
-                    json.dump(result, f, indent=1)
+                write_result(args.json, result, __file__, argv, indent=1)
     return 0
 
 

@@ -14,9 +14,8 @@ lowers its per-sample weight gradient to a grouped convolution that takes tens o
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +23,10 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from _common import timed  # noqa: E402
-from quantax_lite import Square, make_conv_nqs, translations
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (Table, add_json_option, load_average, results_file, script_parser, timed,  # noqa: E402
+                     write_result)
+from quantax_lite import Square, make_conv_nqs, translations  # noqa: E402
 from quantax_lite.utils import tuning  # noqa: E402
 from quantax_lite.optimizer.log_derivatives import jacobian  # noqa: E402
 
@@ -47,7 +48,7 @@ def measure(L, dtype, form, batch, n_jac, repeats, rng):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--lattices", type=int, nargs="*", default=[4, 6])
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--jac-samples", type=int, default=256)
@@ -55,26 +56,25 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="4x4 only, small batches, 1 repeat")
     parser.add_argument("--dtypes", nargs="*", choices=("float32", "float64"), default=["float32", "float64"])
     parser.add_argument("--forms", nargs="*", choices=tuning.CONV_FORMS, default=list(tuning.CONV_FORMS))
-    parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "conv_forms.json"))
+    add_json_option(parser, results_file("conv_forms.json"))
     args = parser.parse_args(argv)
     if args.quick:
         args.lattices, args.batch, args.jac_samples, args.repeats = [4], 256, 64, 1
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'lattice':>7} {'dtype':>7} {'form':>10} {'forward':>10} {'jacobian':>10}  chosen")
+    columns = Table(("lattice", 7), ("dtype", 7), ("form", 10), ("forward", 10), ("jacobian", 10))
+    print(columns.header + "  chosen")
     for L in args.lattices:
         for dtype in (getattr(jnp, name) for name in args.dtypes):
             for form in args.forms:
                 r = measure(L, dtype, form, args.batch, args.jac_samples, args.repeats, rng)
                 rows.append(r)
                 jac = "skipped" if r["jacobian_s"] is None else f"{r['jacobian_s'] * 1e3:7.1f} ms"
-                print(f"{r['lattice']:>7} {r['dtype']:>7} {form:>10} {r['forward_s'] * 1e3:7.1f} ms {jac:>10}"
-                      f"  {'*' if r['chosen'] else ''}", flush=True)
+                print(columns.row(r["lattice"], r["dtype"], form, f"{r['forward_s'] * 1e3:7.1f} ms", jac)
+                      + f"  {'*' if r['chosen'] else ''}", flush=True)
     meta = dict(batch=args.batch, jac_samples=args.jac_samples, repeats=args.repeats, jax=jax.__version__,
-                devices=[str(d) for d in jax.devices()], load_average=os.getloadavg())
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=2)
+                devices=[str(d) for d in jax.devices()], load_average=load_average())
+    write_result(args.json, {"meta": meta, "rows": rows}, __file__, argv, indent=2)
     print(f"wrote {args.json}")
 
 

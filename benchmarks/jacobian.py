@@ -35,20 +35,22 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import simulate_cpu_devices  # noqa: E402
+from _common import (Table, add_json_option, clock, results_file, script_parser, simulate_cpu_devices,  # noqa: E402
+                     time_calls, write_result)
 
-import argparse
-import json
-import os
-import platform
-import re
-import statistics
-import sys
-import time
+import os  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+
+JACOBIAN_COLUMNS = Table(("lat", 5), ("conv", 6), ("dtype", 7), ("params", 6), ("N", 5), ("chunk", 5),
+                         ("samples/s", 10), ("temp MiB", 9), ("out MiB", 8), ("compile", 7))
+SOLVE_COLUMNS = Table(("N", 6), ("P", 7), ("method", 6), ("seconds", 9), ("temp GiB", 9))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--quick", action="store_true", help="small 4x4 network (4 channels, depth 1), small solves")
     p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="samples per device per chunk")
     p.add_argument("--repeat", type=int, default=2, help="timed runs after the first (short runs only)")
@@ -57,9 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--skip-jacobian", action="store_true")
     p.add_argument("--skip-solve", action="store_true")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
-    p.add_argument(
-        "--json", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jacobian.json")
-    )
+    add_json_option(p, results_file("jacobian.json"))
     return p.parse_args(argv)
 
 
@@ -82,19 +82,10 @@ def collective_counts(text: str) -> dict:
 def timed(fn, args, repeat: int, short: float = 5.0):
     """(seconds per run, runs timed): a run that takes longer than ``short`` is timed once;
     shorter ones are warmed up once, then the median of ``repeat`` runs is taken."""
-    import jax
-
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - t0
+    first = clock(lambda: fn(*args))[1]
     if first > short or repeat <= 0:
         return first, 1
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), repeat
+    return statistics.median(time_calls(lambda: fn(*args), repeat)), repeat
 
 
 def bench_jacobian(args, n_dev):
@@ -151,9 +142,7 @@ def jacobian_rows(args, lattice, arch, mesh, rng, n_dev, conv, dtype, per_device
             continue
         seen.add(c_eff)
         fn = make_jacobian(model.apply, chunk_size=c_eff, mesh=mesh)
-        t0 = time.perf_counter()
-        compiled = fn.lower(params, samples).compile()
-        t_compile = time.perf_counter() - t0
+        compiled, t_compile = clock(lambda: fn.lower(params, samples).compile(), wait=False)  # noqa: B023
         mem = compiled.memory_analysis()
         row = dict(
             lattice=lattice.name, conv=conv, dtype=dtype, n_params=n_params, n_samples=n,
@@ -184,12 +173,9 @@ def print_jacobian_row(r):
     extra = r.get("note", "")
     if "all_gathers" in r:
         extra += f" all-gathers {r['all_gathers']} (GSPMD: {r['all_gathers_shard_batch_false']})"
-    print(
-        f"{r['lattice']:>5} {r['conv']:>6} {r['dtype']:>7} {r['n_params']:>6} {r['n_samples']:>5} "
-        f"{r['chunk_size']:>5} {rate:>10} {r['temp_MiB']:>9.1f} {r['output_MiB']:>8.1f} "
-        f"{r['compile_s']:>7.1f}  {extra}",
-        flush=True,
-    )
+    print(JACOBIAN_COLUMNS.row(r["lattice"], r["conv"], r["dtype"], r["n_params"], r["n_samples"], r["chunk_size"],
+                               rate, f"{r['temp_MiB']:.1f}", f"{r['output_MiB']:.1f}", f"{r['compile_s']:.1f}",
+                               f" {extra}"), flush=True)
 
 
 def solve_flops(n, p, method):
@@ -216,9 +202,7 @@ def bench_solve(args):
             row = dict(n_samples=n, n_params=p, method=method)
             fn = jax.jit(lambda O, e, m=method: sr_direction(O, e, diag_shift=1e-3, method=m))
             shapes = (jax.ShapeDtypeStruct((n, p), jnp.complex64), jax.ShapeDtypeStruct((n,), jnp.complex128))
-            t0 = time.perf_counter()
-            compiled = fn.lower(*shapes).compile()
-            t_compile = time.perf_counter() - t0
+            compiled, t_compile = clock(lambda: fn.lower(*shapes).compile(), wait=False)  # noqa: B023
             mem = compiled.memory_analysis()
             need = mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
             avail = available_memory_bytes()  # now: other processes may hold memory
@@ -241,7 +225,7 @@ def bench_solve(args):
                 del O, e
             rows.append(row)
             secs = "-" if row["seconds"] is None else f"{row['seconds']:.3f}"
-            print(f"{n:>6} {p:>7} {method:>6} {secs:>9} {row['temp_GiB']:>9.2f}  {row.get('note', '')}", flush=True)
+            print(SOLVE_COLUMNS.row(n, p, method, secs, f"{row['temp_GiB']:.2f}", f" {row.get('note', '')}"), flush=True)
     return rows
 
 
@@ -276,19 +260,16 @@ def main(argv=None):
     print(f"# jax {jax.__version__}, {n_dev} {jax.default_backend()} device(s), {os.cpu_count()} CPU cores")
     if not args.skip_jacobian:
         print("\n## Jacobian (per-sample d log psi / d theta, one shard_map per device: the default)")
-        print(f"{'lat':>5} {'conv':>6} {'dtype':>7} {'params':>6} {'N':>5} {'chunk':>5} {'samples/s':>10} "
-              f"{'temp MiB':>9} {'out MiB':>8} {'compile':>7}")
+        print(JACOBIAN_COLUMNS.header)
         result["jacobian"] = bench_jacobian(args, n_dev)
     if not args.skip_solve:
         print("\n## SR / MinSR solve (complex64 O, real parameters, float64 solve)")
-        print(f"{'N':>6} {'P':>7} {'method':>6} {'seconds':>9} {'temp GiB':>9}")
+        print(SOLVE_COLUMNS.header)
         result["solve"] = bench_solve(args)
     if n_dev > 1:
         result["solve_collectives"] = collectives_of_solves(n_dev)
         print(f"\nSR-step collectives on {n_dev} devices: {result['solve_collectives']}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+    write_result(args.json, result, __file__, argv, indent=1)
     print(f"\nwrote {args.json}")
     return result
 

@@ -21,14 +21,17 @@ given). ``--quick``: a chain of 8 trained for 20 steps, 256 samples.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_JSON = os.path.join(HERE, "results", "lanczos.json")
+if HERE not in sys.path:  # the harness (and accuracy.py's rows), beside this script
+    sys.path.insert(0, HERE)
+
+from _common import add_json_option, output_path, results_file, script_parser, stamp, write_result  # noqa: E402
+
+DEFAULT_JSON = results_file("lanczos.json")
 # configurations summed densely at most (the 4x4 Sz = 0 sector has 12,870)
 MAX_DENSE = 200_000
 THRESHOLDS = (1e-6, 1e-5, 1e-4, 1e-3)
@@ -121,23 +124,20 @@ def table(result: dict) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--row", default="j1j2_4x4", help="the benchmarks/accuracy.py row to train (default j1j2_4x4)")
     parser.add_argument("--iters", type=int, default=600, help="training steps (default 600)")
     parser.add_argument("--samples", type=int, default=4096, help="fresh samples of psi, and as many of psi_b")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fresh chains (default 0)")
     parser.add_argument("--run", help="a finished run folder to measure instead of training one")
     parser.add_argument("--out", default="runs/lanczos", help="where the trained run goes (default runs/lanczos)")
-    parser.add_argument("--json", help=f"results (default {os.path.relpath(DEFAULT_JSON)}; none with --quick)")
+    add_json_option(parser, DEFAULT_JSON, "full")
     parser.add_argument("--quick", action="store_true", help="a chain of 8 trained for 20 steps, 256 samples")
     args = parser.parse_args(argv)
     for name in ("iters", "samples"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name}: expected a positive number, got {getattr(args, name)}")
-    json_path = args.json if args.json or args.quick else DEFAULT_JSON
-    sys.path.insert(0, HERE)
-    from _common import platform_info
-
+    json_path = output_path(args.quick, args.json, DEFAULT_JSON)
     from quantax_lite.cli import command as cli
     from quantax_lite.utils import tuning
     from quantax_lite.recipes import load_run
@@ -148,7 +148,6 @@ def main(argv=None):
     if args.run is not None and not (os.path.isdir(args.run) and list_checkpoints(args.run)):
         parser.error(f"--run: {args.run} is not a run folder with a checkpoint")
 
-    command = ["python", "benchmarks/lanczos.py", *(argv if argv is not None else sys.argv[1:])]
     t0 = time.perf_counter()
     if args.run is None:
         if args.quick:
@@ -171,15 +170,15 @@ def main(argv=None):
     train_s = time.perf_counter() - t0
     loaded = load_run(out)
     run, state = loaded.run, loaded.state
-    result = {"command": " ".join(command), "meta": platform_info(), "run": out,
-              "options": run.recipe.config(), "iteration": int(state.iteration), "train_s": round(train_s, 2),
-              "exact_energy": run.recipe.reference_energy(run.lattice, run.hamiltonian),
-              "dense": dense_lanczos(run, state.params), "sampled": sampled_lanczos(run, state, samples, args.seed)}
+    result = stamp({}, __file__, argv)  # command and meta first
+    result.update({"run": out, "options": run.recipe.config(), "iteration": int(state.iteration),
+                   "train_s": round(train_s, 2),
+                   "exact_energy": run.recipe.reference_energy(run.lattice, run.hamiltonian),
+                   "dense": dense_lanczos(run, state.params),
+                   "sampled": sampled_lanczos(run, state, samples, args.seed)})
     print(table(result))
     if json_path:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_result(json_path, result, __file__, argv, indent=1)
         print(f"wrote {json_path}")
 
 

@@ -29,14 +29,12 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import simulate_cpu_devices  # noqa: E402
+from _common import (Table, add_json_option, clock, results_file, script_parser, simulate_cpu_devices,  # noqa: E402
+                     time_calls, write_result)
 
-import argparse
-import json
-import os
-import platform
-import sys
-import time
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
 
 # "auto" and quantax_lite.utils.tuning.CONV_FORMS (not imported here: jax must not be loaded
 # before simulate_cpu_devices)
@@ -44,7 +42,7 @@ CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--quick", action="store_true", help="tiny network, chunk sizes 8..32 (< 1 min)")
     p.add_argument("--chunk-sizes", type=int, nargs="+", default=None, help="default 64 128 ... 4096")
     p.add_argument("--n-chunks", type=int, default=2, help="chunks per device in the timed batch")
@@ -61,7 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--memory-fraction", type=float, default=0.5,
                    help="skip running a chunk size whose compiled memory exceeds this fraction of the device (CPU: RAM)")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
-    p.add_argument("--json", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "local_energy.json"))
+    add_json_option(p, results_file("local_energy.json"))
     return p.parse_args(argv)
 
 
@@ -76,10 +74,10 @@ def main(argv=None):
 
     # the network, the probe and every local-energy program are built and traced here
     with tuning.override(conv_form=args.conv, merge_translations=not args.no_merge):
-        return run(args)
+        return run(args, argv)
 
 
-def run(args):
+def run(args, argv=None):
     """The measurement (called inside the tuning override of ``args``)."""
     import jax
     import jax.numpy as jnp
@@ -132,9 +130,10 @@ def run(args):
         f"({args.dtype}, {sym.n_elements}-element group, merged={not args.no_merge}); "
         f"{n_dev} x {header['device_kind']} ({header['backend']})"
     )
-    cols = f"{'chunk':>6} {'batch':>7} {'compile_s':>9} {'time_s':>8} {'samples/s':>10} {'temp_MiB':>9} {'peak_MiB':>9}"
-    print(cols)
-    print("-" * len(cols))
+    cols = Table(("chunk", 6), ("batch", 7), ("compile_s", 9), ("time_s", 8), ("samples/s", 10), ("temp_MiB", 9),
+                 ("peak_MiB", 9))
+    print(cols.header)
+    print(cols.rule)
 
     # memory available to one device: the accelerator's limit, or the host RAM on CPU
     try:
@@ -147,10 +146,8 @@ def run(args):
     probe_s = random_states(jax.random.PRNGKey(1), lattice.n_sites, 8, total_sz=0)
     probe_conn = ham.connected(probe_s)[0].reshape(-1, lattice.n_sites)
     probe = jax.jit(log_psi).lower(params, probe_conn).compile()
-    probe(params, probe_conn).block_until_ready()
-    t0 = time.perf_counter()
-    probe(params, probe_conn).block_until_ready()
-    per_sample = (time.perf_counter() - t0) / 8  # refined by every timed chunk size
+    clock(lambda: probe(params, probe_conn))
+    per_sample = clock(lambda: probe(params, probe_conn))[1] / 8  # refined by every timed chunk size
     header["probe_seconds_per_sample"] = per_sample
 
     rows = []
@@ -158,9 +155,7 @@ def run(args):
         batch = args.n_chunks * c * n_dev
         samples = random_states(jax.random.PRNGKey(c), lattice.n_sites, batch, total_sz=0)
         fn = make_local_energy(ham, log_psi, chunk_size=c, jit=False)
-        t0 = time.perf_counter()
-        compiled = jax.jit(fn).lower(params, samples).compile()
-        compile_s = time.perf_counter() - t0
+        compiled, compile_s = clock(lambda: jax.jit(fn).lower(params, samples).compile(), wait=False)  # noqa: B023
         mem = compiled.memory_analysis()
         temp = int(mem.temp_size_in_bytes)
         reported_peak = int(getattr(mem, "peak_memory_in_bytes", 0) or 0)
@@ -183,25 +178,18 @@ def run(args):
             out.block_until_ready()  # warm-up
             if not np.all(np.isfinite(np.asarray(out))):
                 raise RuntimeError(f"non-finite local energies at chunk size {c}")
-            times = []
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                compiled(params, samples).block_until_ready()
-                times.append(time.perf_counter() - t0)
-            t = float(np.median(times))
+            t = float(np.median(time_calls(lambda: compiled(params, samples), args.repeat)))  # noqa: B023
             per_sample = t / batch
             row.update(time_s=t, samples_per_s=batch / t, mean_local_energy=float(np.mean(np.asarray(out).real)))
         rows.append(row)
         mib = 2.0**20
-        sps = f"{row['samples_per_s']:10.1f}" if row["samples_per_s"] else f"{'skipped':>10}"
-        ts = f"{row['time_s']:8.3f}" if row["time_s"] else f"{'-':>8}"
-        print(f"{c:>6} {batch:>7} {compile_s:9.2f} {ts} {sps} {temp / mib:9.1f} {peak / mib:9.1f}")
+        sps = f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "skipped"
+        ts = f"{row['time_s']:.3f}" if row["time_s"] else "-"
+        print(cols.row(c, batch, f"{compile_s:.2f}", ts, sps, f"{temp / mib:.1f}", f"{peak / mib:.1f}"))
         sys.stdout.flush()
 
     result = dict(header, rows=rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
+    write_result(args.json, result, __file__, argv, indent=2)
     print(f"# wrote {args.json}")
     return result
 

@@ -44,14 +44,12 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import simulate_cpu_devices  # noqa: E402
+from _common import (Table, add_json_option, clock, load_average, results_file, script_parser,  # noqa: E402
+                     simulate_cpu_devices, time_calls, write_result)
 
-import argparse
-import json
-import os
-import platform
-import sys
-import time
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
 
 # "auto" and quantax_lite.utils.tuning.CONV_FORMS (not imported here: jax must not be loaded
 # before simulate_cpu_devices)
@@ -59,7 +57,7 @@ CONV_CHOICES = ("auto", "dense", "lax", "lax_patch", "gather")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--quick", action="store_true", help="4 channels, depth 1, batches 8 32 (< 1 minute)")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=None, help="global batch sizes (default 8 16 32 64)")
     p.add_argument("--chunk-size", type=int, default=2, help="chunk_map rows per device per step")
@@ -75,9 +73,7 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--budget", type=float, default=60.0, help="skip timing a row predicted slower than this (s)")
     p.add_argument("--devices", type=int, default=8, help="simulated CPU devices (sets XLA_FLAGS); 0: leave as is")
-    p.add_argument(
-        "--json", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "model_forward.json")
-    )
+    add_json_option(p, results_file("model_forward.json"))
     return p.parse_args(argv)
 
 
@@ -95,9 +91,7 @@ def main(argv=None):
         rows, header = forward_table(args)
     grad_rows = per_sample_gradient_table(args) if args.grad_samples else []
     result = dict(header, rows=rows, per_sample_gradient=grad_rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
+    write_result(args.json, result, __file__, argv, indent=2)
     print(f"# wrote {args.json}")
     return result
 
@@ -157,7 +151,7 @@ def forward_table(args):
         "device_kind": jax.devices()[0].device_kind,
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(),
+        "load_average": load_average(),
         "jax": jax.__version__,
         "quick": bool(args.quick),
     }
@@ -167,12 +161,10 @@ def forward_table(args):
         f"{args.chunk_size}/device; {n_dev} x {header['device_kind']} ({header['backend']}); "
         f"load average {header['load_average'][0]:.1f}"
     )
-    cols = (
-        f"{'variant':>8} {'images':>6} {'shard':>5} {'batch':>6} {'compile_s':>9} {'time_s':>8} "
-        f"{'samples/s':>10} {'temp_MiB':>9} {'peak_MiB':>9}"
-    )
-    print(cols)
-    print("-" * len(cols))
+    cols = Table(("variant", 8), ("images", 6), ("shard", 5), ("batch", 6), ("compile_s", 9), ("time_s", 8),
+                 ("samples/s", 10), ("temp_MiB", 9), ("peak_MiB", 9))
+    print(cols.header)
+    print(cols.rule)
 
     params = jax.device_put(params, replicated_sharding(make_mesh()))
     rows = []
@@ -190,9 +182,7 @@ def forward_table(args):
                            shard_batch=shard_batch)
             for batch in batch_sizes:
                 s = samples[batch]
-                t0 = time.perf_counter()
-                compiled = jax.jit(fn).lower(params, s).compile()
-                compile_s = time.perf_counter() - t0
+                compiled, compile_s = clock(lambda: jax.jit(fn).lower(params, s).compile(), wait=False)  # noqa: B023
                 mem = compiled.memory_analysis()
                 temp = int(mem.temp_size_in_bytes)
                 peak = int(mem.argument_size_in_bytes + mem.output_size_in_bytes + temp - mem.alias_size_in_bytes)
@@ -206,30 +196,22 @@ def forward_table(args):
                     row.update(time_s=None, samples_per_s=None,
                                skipped=f"predicted {predicted:.0f} s > budget {args.budget:.0f} s")
                 else:
-                    t0 = time.perf_counter()
-                    out = np.asarray(compiled(params, s))  # warm-up
-                    per_sample = (time.perf_counter() - t0) / batch
+                    out, warm_s = clock(lambda: np.asarray(compiled(params, s)), wait=False)  # noqa: B023 (warm-up)
+                    per_sample = warm_s / batch
                     if not np.all(np.isfinite(out)):
                         raise RuntimeError(f"non-finite log psi ({name}, batch {batch})")
                     if batch in reference:  # same samples, same parameters: the same log psi
                         row.update(log_psi_difference(out, reference[batch]))
                     else:
                         reference[batch] = out
-                    times = []
-                    for _ in range(args.repeat):
-                        t0 = time.perf_counter()
-                        jax.block_until_ready(compiled(params, s))
-                        times.append(time.perf_counter() - t0)
-                    t = float(np.median(times))
+                    t = float(np.median(time_calls(lambda: compiled(params, s), args.repeat)))  # noqa: B023
                     per_sample = t / batch
                     row.update(time_s=t, samples_per_s=batch / t)
                 rows.append(row)
-                sps = f"{row['samples_per_s']:10.1f}" if row["samples_per_s"] else f"{'skipped':>10}"
-                ts = f"{row['time_s']:8.3f}" if row["time_s"] else f"{'-':>8}"
-                print(
-                    f"{name:>8} {model.n_elements:>6} {str(shard_batch):>5} {batch:>6} {compile_s:9.2f} {ts} "
-                    f"{sps} {temp / mib:9.1f} {peak / mib:9.1f}"
-                )
+                sps = f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "skipped"
+                ts = f"{row['time_s']:.3f}" if row["time_s"] else "-"
+                print(cols.row(name, model.n_elements, shard_batch, batch, f"{compile_s:.2f}", ts, sps,
+                               f"{temp / mib:.1f}", f"{peak / mib:.1f}"))
                 sys.stdout.flush()
     return rows, header
 
@@ -259,9 +241,9 @@ def per_sample_gradient_table(args):
     s = rng.choice(np.array([-1, 1], np.int8), size=(n, 16))
     device = jax.devices()[0]
     print(f"# per-sample gradient jit(vmap(grad(Re log psi))): default 4x4 ConvResNet, {n} samples, one device")
-    cols = f"{'dtype':>8} {'conv':>7} {'compile_s':>9} {'time_ms':>9} {'samples/s':>10}"
-    print(cols)
-    print("-" * len(cols))
+    cols = Table(("dtype", 8), ("conv", 7), ("compile_s", 9), ("time_ms", 9), ("samples/s", 10))
+    print(cols.header)
+    print(cols.rule)
     rows = []
     for dtype in (jnp.float32, jnp.float64):
         params = None
@@ -271,22 +253,18 @@ def per_sample_gradient_table(args):
                 shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), s[:1])
                 params = jax.tree_util.tree_map(lambda x: (0.2 * rng.normal(size=x.shape)).astype(x.dtype), shapes)
             p_dev, s_dev = jax.device_put((params, s), device)
-            t0 = time.perf_counter()
-            with tuning.override(conv_form=conv):  # a fresh function, traced in the override
-                grad = jax.vmap(jax.grad(lambda p, x: model.apply(p, x[None])[0].real), in_axes=(None, 0))
-                compiled = jax.jit(grad).lower(p_dev, s_dev).compile()
-            compile_s = time.perf_counter() - t0
-            jax.block_until_ready(compiled(p_dev, s_dev))
-            times = []
-            for _ in range(max(1, args.repeat)):
-                t0 = time.perf_counter()
-                jax.block_until_ready(compiled(p_dev, s_dev))
-                times.append(time.perf_counter() - t0)
-            t = float(np.median(times))
+            def build():
+                with tuning.override(conv_form=conv):  # noqa: B023 (a fresh function, traced in the override)
+                    grad = jax.vmap(jax.grad(lambda p, x: model.apply(p, x[None])[0].real), in_axes=(None, 0))
+                    return jax.jit(grad).lower(p_dev, s_dev).compile()  # noqa: B023
+
+            compiled, compile_s = clock(build, wait=False)
+            clock(lambda: compiled(p_dev, s_dev))  # noqa: B023 (warm-up)
+            t = float(np.median(time_calls(lambda: compiled(p_dev, s_dev), max(1, args.repeat))))  # noqa: B023
             name = np.dtype(dtype).name
             rows.append({"dtype": name, "conv": conv, "samples": n, "compile_s": compile_s, "time_s": t,
                          "samples_per_s": n / t})
-            print(f"{name:>8} {conv:>7} {compile_s:9.2f} {t * 1e3:9.1f} {n / t:10.0f}")
+            print(cols.row(name, conv, f"{compile_s:.2f}", f"{t * 1e3:.1f}", f"{n / t:.0f}"))
             sys.stdout.flush()
     return rows
 

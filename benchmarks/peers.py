@@ -41,21 +41,25 @@ the table is only printed. ``--python``: the interpreter of the NetKet and Quant
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_JSON = os.path.join(HERE, "results", "peers.json")
+if HERE not in sys.path:  # the harness (stdlib only: the workers run it under any interpreter)
+    sys.path.insert(0, HERE)
+
+from argparse import SUPPRESS  # noqa: E402
+
+from _common import (add_json_option, host_info, report_row, results_file, script_parser, worker_row,  # noqa: E402
+                     write_result)
+
+DEFAULT_JSON = results_file("peers.json")
 PEERS = ("quantax_lite", "netket", "quantax")
 MODULES = {"quantax_lite": "quantax_lite", "netket": "netket", "quantax": "quantax"}
-MARK = "PEER_RESULT "
 L, N_SITES, LR = 4, 16, 0.02
 DIAG_SHIFT = 1e-4  # the command's SR shift for the (unfrustrated) 4x4 Heisenberg model
 
@@ -223,7 +227,7 @@ def worker(name: str, n_samples: int, warmup: int, repeats: int, diag_shift: flo
         row = {"status": "not installed"}
     else:
         row = {"status": "measured", **RUNNERS[name](n_samples, warmup, repeats, diag_shift)}
-    print(MARK + json.dumps(row), flush=True)
+    report_row(row)
     return 0
 
 
@@ -237,18 +241,8 @@ def run_row(name: str, python: str, args, diag_shift: float) -> dict:
     end of its error when it exits otherwise)."""
     cmd = [python, os.path.abspath(__file__), "--worker", name, "--samples", str(args.samples),
            "--warmup", str(args.warmup), "--repeats", str(args.repeats), "--diag-shift", repr(diag_shift)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=os.path.dirname(HERE))
-    except subprocess.TimeoutExpired:
-        return {"package": name, "status": "failed", "error": f"no result within {args.timeout} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"package": name, "status": "failed", "error": " | ".join(tail) or f"exit status {proc.returncode}"}
-    row = {"package": name, **json.loads(lines[-1][len(MARK):])}
-    row["process_s"] = time.perf_counter() - t0
-    if name != "quantax_lite":
+    row = worker_row(name, cmd, args.timeout)
+    if name != "quantax_lite" and row["status"] != "failed":
         row["python"] = python
     return row
 
@@ -268,31 +262,18 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def host() -> dict:
-    model = None
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
-    except OSError:
-        pass
-    return {"cpu_count": os.cpu_count(), "cpu_model": model, "machine": platform.machine(),
-            "python": sys.version.split()[0], "load_average": list(os.getloadavg())}
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="64 samples, 1 warm-up step, 2 timed steps (a smoke test)")
     parser.add_argument("--samples", type=int, default=None, help="samples per step (default 1024; --quick 64)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 3; --quick 1)")
     parser.add_argument("--repeats", type=int, default=None, help="timed steps (default 10; --quick 2)")
-    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, default=None,
-                        help=f"write the rows as JSON (default path {os.path.relpath(DEFAULT_JSON)}); "
-                             "without --json nothing is written")
+    add_json_option(parser, DEFAULT_JSON, "asked")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter of the NetKet and Quantax rows (default: this one)")
     parser.add_argument("--only", choices=PEERS, action="append", help="run only these rows")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per row")
-    parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=PEERS, help=SUPPRESS)
     parser.add_argument("--diag-shift", type=float, default=None,
                         help=f"SR diagonal shift of every row (default {DIAG_SHIFT:g}, the command's for W1)")
     args = parser.parse_args(argv)
@@ -314,10 +295,8 @@ def main(argv=None) -> int:
     if args.json:
         record = {"workload": "W1: 4x4 Heisenberg, Sz = 0, Marshall sign, one VMC step (sampling + local energies "
                               "+ SR)", "n_samples": args.samples, "diag_shift": diag_shift, "learning_rate": LR,
-                  "quick": quick, "host": host(), "rows": rows}
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(record, fh, indent=2)
+                  "quick": quick, "host": host_info(), "rows": rows}
+        write_result(args.json, record, __file__, argv, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -23,7 +23,6 @@ result is stored under the key of jax's backend, the others kept).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -34,13 +33,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import detect_backend, platform_info  # noqa: E402
+from _common import (add_json_option, detect_backend, output_path, platform_info, results_file,  # noqa: E402
+                     script_parser, stamp, write_json)
 from accuracy import SYSTEMS  # noqa: E402
 
 from quantax_lite.driver.run_folder import read_log  # noqa: E402
-from quantax_lite.utils.files import atomic_write  # noqa: E402
 
-DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "reproducibility.json")
+DEFAULT_JSON = results_file("reproducibility.json")
 # log fields that are measurements of the run's own clock, not of its trajectory
 CLOCK_FIELDS = ("wall_time_s",)
 # the final estimate's fields compared (summary.json)
@@ -188,13 +187,12 @@ def table(result: dict) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--only", choices=sorted(SYSTEMS), help="the row of benchmarks/accuracy.py to train")
     parser.add_argument("--iters", type=int, default=100, help="steps of each run (default 100)")
     parser.add_argument("--eval-samples", type=int, default=4096, help="fresh samples of the final estimate")
     parser.add_argument("--out", default="runs/reproducibility", help="parent folder of the three runs")
-    parser.add_argument("--json", default=None, help=f"result file (default {os.path.relpath(DEFAULT_JSON)}; "
-                                                     "none with --quick)")
+    add_json_option(parser, DEFAULT_JSON, "full", help="one entry per backend, the others kept")
     parser.add_argument("--allow-cpu", action="store_true", help="train an accelerator row without an accelerator")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK['row']}, {QUICK['iters']} steps of a tiny network")
     args = parser.parse_args(argv)
@@ -213,16 +211,14 @@ def main(argv=None):
         parser.error(f"--only: {row} is an accelerator row and jax has no accelerator here; add --allow-cpu")
     result = measure(row, iters, eval_samples, args.out, extra)
     print(table(result))
-    json_path = args.json or (None if args.quick else DEFAULT_JSON)
+    json_path = output_path(args.quick, args.json, DEFAULT_JSON)
     if json_path:
         stored = {}
         if os.path.exists(json_path):
             with open(json_path) as fh:
                 stored = json.load(fh)
-        stored[result["backend"]] = result
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with atomic_write(json_path) as fh:
-            json.dump(_json_safe(stored), fh, indent=2, allow_nan=False)
+        stored[result["backend"]] = stamp(result, __file__, argv)  # the file: one record per backend
+        write_json(json_path, _json_safe(stored), indent=2, allow_nan=False)
         print(f"wrote {json_path}")
     return 0 if result["reproducible"] else 1
 

@@ -22,14 +22,14 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import simulate_cpu_devices  # noqa: E402
+from _common import (Table, add_json_option, clock, results_file, simulate_cpu_devices,  # noqa: E402
+                     time_calls, write_result)
 
-import argparse
-import json
-import os
-import sys
-import time
-from pathlib import Path
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+COLUMNS = Table(("chains", 7), ("chunk", 6), ("sweep", 6), ("first call s", 13), ("call s", 9), ("sweeps/s", 9),
+                ("samples/s", 10), ("evals/s", 10), ("accept", 7))
 
 
 def parse_args(argv=None):
@@ -47,7 +47,7 @@ def parse_args(argv=None):
                    help="timed calls per configuration, best kept (default 2; quick 1)")
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--devices", type=int, default=None, help="simulate this many CPU devices")
-    p.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "sampler.json")
+    add_json_option(p, results_file("sampler.json"))
     args = p.parse_args(argv)
     quick = args.quick
     args.L = args.L or (4 if quick else 6)
@@ -100,16 +100,15 @@ def main(argv=None):
                 row["sweep_size"] = sampler.sweep_size
                 state = sampler.init(jax.random.key(1), params)
                 n_samples = n_chains * args.sweeps
-                t0 = time.perf_counter()
-                samples, _, state = sampler.sample(state, params, n_samples)
-                samples.block_until_ready()
-                row["first_call_s"] = time.perf_counter() - t0
-                best = float("inf")
-                for _ in range(args.repeats):
-                    t0 = time.perf_counter()
-                    samples, _, state = sampler.sample(state, params, n_samples)
-                    samples.block_until_ready()
-                    best = min(best, time.perf_counter() - t0)
+                holder = [state]
+
+                def call():
+                    samples, _, holder[0] = sampler.sample(holder[0], params, n_samples)  # noqa: B023
+                    return samples
+
+                row["first_call_s"] = clock(call)[1]
+                best = min(time_calls(call, args.repeats), default=float("inf"))
+                state = holder[0]
                 row.update(
                     call_s=best,
                     sweeps_per_s=args.sweeps / best,
@@ -122,23 +121,21 @@ def main(argv=None):
             results.append(row)
             print_row(row, header=len(results) == 1)
 
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(dict(benchmark="sampler", info=info, results=results), indent=2))
+    write_result(args.json, dict(benchmark="sampler", info=info, results=results), __file__, argv, indent=2)
     print(f"wrote {args.json}")
     return results
 
 
 def print_row(row, header=False):
     if header:
-        print(f"{'chains':>7} {'chunk':>6} {'sweep':>6} {'first call s':>13} {'call s':>9} "
-              f"{'sweeps/s':>9} {'samples/s':>10} {'evals/s':>10} {'accept':>7}")
+        print(COLUMNS.header)
     chunk = "none" if row["chunk_size"] is None else str(row["chunk_size"])
     if "error" in row:
-        print(f"{row['n_chains']:>7} {chunk:>6}  failed: {row['error']}", flush=True)
+        print(COLUMNS.row(row["n_chains"], chunk) + f"  failed: {row['error']}", flush=True)
         return
-    print(f"{row['n_chains']:>7} {chunk:>6} {row['sweep_size']:>6} {row['first_call_s']:>13.2f} "
-          f"{row['call_s']:>9.3f} {row['sweeps_per_s']:>9.3f} {row['samples_per_s']:>10.1f} "
-          f"{row['evals_per_s']:>10.3g} {row['acceptance']:>7.3f}", flush=True)
+    print(COLUMNS.row(row["n_chains"], chunk, row["sweep_size"], f"{row['first_call_s']:.2f}", f"{row['call_s']:.3f}",
+                      f"{row['sweeps_per_s']:.3f}", f"{row['samples_per_s']:.1f}", f"{row['evals_per_s']:.3g}",
+                      f"{row['acceptance']:.3f}"), flush=True)
 
 
 if __name__ == "__main__":

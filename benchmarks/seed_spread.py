@@ -30,7 +30,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_JSON = os.path.join(HERE, "results", "seed_spread.json")
+if HERE not in sys.path:  # the harness and accuracy.py's rows, beside this script
+    sys.path.insert(0, HERE)
+from _common import add_json_option, load_average, output_path, results_file, script_parser, write_result  # noqa: E402
+
+DEFAULT_JSON = results_file("seed_spread.json")
 
 
 def with_option(args: list[str], name: str, value) -> list[str]:
@@ -99,11 +103,9 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
     import accuracy
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--row", default="j1j2_4x4", help="a row of benchmarks/accuracy.py (default: j1j2_4x4)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="the seeds (default: 0 1 2 3)")
     parser.add_argument("--iters", type=int, default=600, help="steps per run (default: 600)")
@@ -111,8 +113,7 @@ def main(argv=None):
     parser.add_argument("--tunings", nargs="+", choices=("cpu", "gpu", "tpu"), default=["cpu", "tpu"],
                         help="tuning records to train under, on this machine (default: cpu tpu)")
     parser.add_argument("--out", default="runs/seed_spread", help="parent directory of the runs")
-    parser.add_argument("--json", default=None, help=f"results; default: {os.path.relpath(DEFAULT_JSON)} "
-                                                     "(none with --quick)")
+    add_json_option(parser, DEFAULT_JSON, "full")
     parser.add_argument("--quick", action="store_true", help="20 steps of 128 samples (a smoke test)")
     args = parser.parse_args(argv)
     check_args(parser, args, extra, accuracy.SYSTEMS)
@@ -122,7 +123,7 @@ def main(argv=None):
     if args.quick:
         options = with_option(with_option(options, "--iters", 20), "--samples", 128)
     options += extra
-    load_start = os.getloadavg()
+    load_start = load_average()
     runs = []
     for tuning_name in args.tunings:
         for seed in args.seeds:
@@ -154,14 +155,10 @@ def main(argv=None):
         print(f"{t:6s}   {s['median']:.3e}   {s['min']:.3e}   {s['max']:.3e}")
     result = {"row": args.row, "options": " ".join(options), "seeds": args.seeds, "runs": runs,
               "spread": by_tuning, **accuracy.host_fields(), "load_average_start": load_start,
-              "load_average_end": os.getloadavg()}
-    json_path = args.json or (None if args.quick else DEFAULT_JSON)
+              "load_average_end": load_average()}
+    json_path = output_path(args.quick, args.json, DEFAULT_JSON)
     if json_path:
-        from quantax_lite.utils.files import atomic_write
-
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with atomic_write(json_path, "w") as fh:
-            json.dump(result, fh, indent=1, allow_nan=False)
+        write_result(json_path, result, __file__, argv, indent=1, allow_nan=False)
         print(f"wrote {json_path}")
     return result
 

@@ -20,8 +20,6 @@ Prints a table and writes benchmarks/results/sr_precision.json (or ``--json``).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
@@ -36,7 +34,8 @@ import scipy.linalg as sl  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import platform_info, step_parts  # noqa: E402
+from _common import (add_json_option, on_accelerator, platform_info, results_file, script_parser,  # noqa: E402
+                     step_parts, time_calls, write_result)
 from quantax_lite import Recipe, build, run
 from quantax_lite.utils import tuning  # noqa: E402
 from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction  # noqa: E402
@@ -83,27 +82,23 @@ def float32_cholesky_float32_residual(o: np.ndarray, e: np.ndarray, shift: float
 def host_float64_seconds(jac_device, e: np.ndarray, shift: float, repeats: int = 3) -> float:
     """Median seconds of the host float64 MinSR solve of a device Jacobian (fetch, centred
     Gram matrix, Cholesky, direction put back on the device)."""
-    import time
-
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+    def solve():
         o = np.asarray(jax.device_get(jac_device), np.float64)
         n = len(e)
         o_bar = (o - o.mean(0)) / np.sqrt(n)
         gram = o_bar @ o_bar.T
         gram[np.diag_indices(n)] += shift
         y = sl.cho_solve(sl.cho_factor(gram, lower=True), (e - e.mean()) / np.sqrt(n))
-        jax.block_until_ready(jax.device_put((o_bar.T @ y).astype(np.float32)))
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+        return jax.device_put((o_bar.T @ y).astype(np.float32))
+
+    return float(np.median(time_calls(solve, repeats)))
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--steps", type=int, default=0, help="training steps before the Jacobian (default 0)")
     parser.add_argument("--samples", type=int, default=1024)
-    parser.add_argument("--json", default=os.path.join(HERE, "results", "sr_precision.json"))
+    add_json_option(parser, results_file("sr_precision.json"))
     args = parser.parse_args(argv)
     r = build(Recipe(lattice="4x4", samples=args.samples))
     state = r.state
@@ -112,7 +107,7 @@ def main(argv=None):
     _, values = step_parts(r.vmc, state, args.samples)
     o, e = np.asarray(values["jac"]), np.real(np.asarray(values["e_loc"]))
     rows = []
-    accelerator = jax.default_backend() != "cpu"
+    accelerator = on_accelerator()
     for shift in SHIFTS:
         ref = dense_minsr(o.astype(np.float64), e, shift)
 
@@ -137,9 +132,7 @@ def main(argv=None):
     result = dict(benchmark="sr_precision", lattice="4x4", n_samples=args.samples, n_params=int(o.shape[1]),
                   trained_steps=args.steps, method="minsr", reference="all-float64 dense MinSR (NumPy)",
                   measure="relative error ||d - d_ref|| / ||d_ref||", rows=rows, **platform_info())
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump(result, fh, indent=1)
+    write_result(args.json, result, __file__, argv, indent=1)
     print(f"wrote {args.json}")
 
 

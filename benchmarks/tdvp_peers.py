@@ -52,21 +52,21 @@ worker that fails ``"failed"`` with the end of its error. ``--json``: write the 
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
+from argparse import SUPPRESS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from _common import host_info  # noqa: E402
+if HERE not in sys.path:  # the harness (stdlib only: the workers run it under any interpreter)
+    sys.path.insert(0, HERE)
+from _common import (add_json_option, host_info, load_average, report_row, results_file, script_parser,  # noqa: E402
+                     worker_row, write_result)
 
-DEFAULT_JSON = os.path.join(HERE, "results", "tdvp_peers.json")
+DEFAULT_JSON = results_file("tdvp_peers.json")
 PEERS = ("quantax_lite", "netket")
-MARK = "PEER_RESULT "
 L, N_SITES, J, H = 4, 16, 1.0, 3.04  # h_c = 3.044 (Pauli units) for the 2D TFIM
 TOLERANCE = 2e-2  # issue 53's tolerance on <σx>(t) for this quench
 WORKER_OPTIONS = ("samples", "dt", "t_end", "points", "warmup", "channels", "depth", "rcond", "seed")
@@ -295,7 +295,7 @@ def worker(name: str, cfg) -> int:
         row = {"status": "not installed"}
     else:
         row = {"status": "measured", **RUNNERS[name](cfg)}
-    print(MARK + json.dumps(row), flush=True)
+    report_row(row)
     return 0
 
 
@@ -311,17 +311,8 @@ def run_row(name: str, python: str, args) -> dict:
     for option in WORKER_OPTIONS:
         cmd += [f"--{option.replace('_', '-')}", repr(getattr(args, option))]
     cmd += ["--smooth"] if args.smooth else []
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=os.path.dirname(HERE))
-    except subprocess.TimeoutExpired:
-        return {"package": name, "status": "failed", "error": f"no result within {args.timeout} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"package": name, "status": "failed", "error": " | ".join(tail) or f"exit status {proc.returncode}"}
-    row = {"package": name, **json.loads(lines[-1][len(MARK):]), "process_s": time.perf_counter() - t0}
-    if name != "quantax_lite":
+    row = worker_row(name, cmd, args.timeout)
+    if name != "quantax_lite" and row["status"] != "failed":
         row["python"] = python
     return row
 
@@ -381,7 +372,7 @@ def table(rows: list[dict]) -> str:
 
 
 def parse(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: channels 2, depth 1, 64 samples, t-end 2 dt, 2 points, 1 warm-up step")
     parser.add_argument("--samples", type=int, default=None, help="samples per evaluation (default 1024)")
@@ -395,12 +386,11 @@ def parse(argv=None):
                         help="eigenvalues of S below rcond x the largest dropped (default 1e-6, the command's)")
     parser.add_argument("--smooth", action="store_true", help="the smooth cutoff in both rows instead of the hard one")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, default=None,
-                        help=f"write the record as JSON (default path {os.path.relpath(DEFAULT_JSON)})")
+    add_json_option(parser, DEFAULT_JSON, "asked")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the NetKet row (default: this one)")
     parser.add_argument("--only", choices=PEERS, action="append", help="run only these rows")
     parser.add_argument("--timeout", type=int, default=7200, help="seconds per row")
-    parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=PEERS, help=SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = dict(samples=(64, 1024), t_end=(2 * args.dt, 0.5), points=(2, 5), warmup=(1, 2), channels=(2, 8),
@@ -422,7 +412,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     if args.worker:
         return worker(args.worker, args)
-    load_before = list(os.getloadavg())
+    load_before = load_average()
     rows = []
     for name in args.only or PEERS:
         rows.append(run_row(name, sys.executable if name == "quantax_lite" else args.python, args))
@@ -442,9 +432,7 @@ def main(argv=None) -> int:
                   **{k: getattr(args, k) for k in WORKER_OPTIONS}, "smooth": args.smooth,
                   "host": {**host_info(), "load_average_before": load_before}, "exact": exact, "rows": rows,
                   **comparison}
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(record, fh, indent=2)
+        write_result(args.json, record, __file__, argv, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -57,9 +57,7 @@ writes neither unless ``--json`` / ``--plot`` are given.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -68,10 +66,15 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-RESULTS = os.path.join(HERE, "results")
-DEFAULT_JSON = os.path.join(RESULTS, "vmc_scale.json")
-DEFAULT_PLOT = os.path.join(RESULTS, "vmc_scale.png")
+if HERE not in sys.path:  # the harness, beside this script
+    sys.path.insert(0, HERE)
+
+from _common import (add_json_option, chunk_sizes, clock, compile_part, error_text, load_average,  # noqa: E402
+                     matmul_peak, on_accelerator, output_path, parse_dot, platform_info, results_file, script_parser,
+                     step_parts, timed, write_result)
+
+DEFAULT_JSON = results_file("vmc_scale.json")
+DEFAULT_PLOT = results_file("vmc_scale.png")
 PARTS = ("sampling", "local_energy", "jacobian", "solve")
 QUICK = dict(lattices=["2x4", "4x4"], hamiltonians=["heisenberg"], symmetries=["translations"], samples=32,
              repeats=1, square=256)
@@ -132,7 +135,6 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
     bases of earlier rows (appended to)."""
     import jax
 
-    from _common import chunk_sizes, compile_part, step_parts, timed
     from quantax_lite import build
     from quantax_lite.models.conv import conv_form_for
 
@@ -157,8 +159,8 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
                            depth=model["depth"], measured=measured))
 
     t0 = time.perf_counter()
-    r = build(recipe)
-    row["build_s"] = build_s = time.perf_counter() - t0
+    r, build_s = clock(lambda: build(recipe), wait=False)
+    row["build_s"] = build_s
     if prior is None and 3 * build_s > limit:
         basis(3 * build_s, 0.0, False)
         return _skip(row, 3 * build_s, f"its build took {build_s:.1f} s; a row costs at least 3 builds", limit, what)
@@ -168,9 +170,8 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
         raise TypeError(f"vmc_scale: expected the conv network's trunk at model.base.backbone, found "
                         f"{type(base).__name__} (the network's modules changed: update measure_row here)")
     p0 = r.state.params
-    t = time.perf_counter()
-    state, metrics = jax.block_until_ready(vmc.step(r.state))  # as a run: compiles (chunks chosen), thermalizes
-    row["first_step_s"] = first_s = time.perf_counter() - t
+    (state, metrics), first_s = clock(lambda: vmc.step(r.state))  # as a run: compiles (chunks chosen), thermalizes
+    row["first_step_s"] = first_s
     le_chunk, jac_chunk = chunk_sizes(vmc, p0)  # chosen by the first step
     row.update(n_params=int(r.n_params), n_images=int(getattr(r.model, "n_elements", 1)),
                channels=int(base.channels), depth=int(base.depth), kernel_size=int(base.kernel_size),
@@ -181,9 +182,7 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
     step = {}
     compiled = compile_part(vmc.step_program(state), (state,), step)  # the program the first step compiled
     step["compile_s"] = first_s  # compilation dominates the first step; the cached program re-lowers in ms
-    t = time.perf_counter()
-    state, metrics = jax.block_until_ready(compiled(state))
-    second_s = time.perf_counter() - t
+    (state, metrics), second_s = clock(lambda: compiled(state))
     step_compile = step["trace_s"] + step["compile_s"]
     elapsed = time.perf_counter() - t0
     est = elapsed + repeats * second_s + (step_compile + (repeats + 1) * second_s if breakdown else 0.0)
@@ -194,9 +193,8 @@ def measure_row(lattice, hamiltonian, symmetry, samples, repeats, budget_s, prio
                      f"{first_s:.2f} s, step {second_s:.3f} s", limit, what)
     times = []
     for _ in range(repeats):
-        t = time.perf_counter()
-        state, metrics = jax.block_until_ready(compiled(state))
-        times.append(time.perf_counter() - t)
+        (state, metrics), seconds = clock(lambda: compiled(state))  # noqa: B023 (called at once)
+        times.append(seconds)
     step.update(time_s=statistics.median(times), min_s=min(times))
     row["energy_per_site"] = float(jax.numpy.real(metrics["energy"])) / r.lattice.n_sites
     dots = step.pop("dots")
@@ -248,8 +246,6 @@ def add_rates(rows, peak_gflops):
 def peak_shapes(rows, square: int, n_network: int = 3):
     """The matmul shapes to time: the networks' largest float32 products (by FLOPs, over
     every measured step) and one ``square`` x ``square`` x ``square``."""
-    from _common import parse_dot
-
     best = {}
     for row in rows:
         for key, flops in (row.get("step") or {}).get("top_dots", []):
@@ -267,16 +263,12 @@ def run(lattices, hamiltonians, symmetries, samples=1024, repeats=5, budget_s=30
     """Every row (lattices innermost), then the matmul peak; returns the result dict
     (``meta``, ``peak``, ``rows``). ``deadline``: a ``time.time()`` after which no row
     starts (rows estimated past it are skipped)."""
-    import jax
-
-    from _common import error_text, matmul_peak, platform_info
-
     t_start = time.time()
-    load_start = os.getloadavg()
+    load_start = load_average()
     meta = dict(platform_info(), quick=quick, samples=samples, repeats=repeats, budget_s=budget_s,
                 breakdown=breakdown, load_average_start=load_start)
     if square is None:
-        square = 8192 if jax.default_backend() != "cpu" else 2048
+        square = 8192 if on_accelerator() else 2048
     rows, priors = [], []
     log(progress_header())
     for ham, sym in itertools.product(hamiltonians, symmetries):
@@ -290,9 +282,9 @@ def run(lattices, hamiltonians, symmetries, samples=1024, repeats=5, budget_s=30
             log(progress_line(row))
     shapes, labels = peak_shapes(rows, square)
     peak = matmul_peak(shapes, repeats=max(3, repeats), label=labels,
-                       max_elements=2**26 if jax.default_backend() != "cpu" else 2**23)
+                       max_elements=2**26 if on_accelerator() else 2**23)
     add_rates(rows, peak["peak_gflops"] and peak["peak_gflops"] * meta["n_devices"])
-    meta.update(load_average_end=os.getloadavg(), wall_s=round(time.time() - t_start, 1))
+    meta.update(load_average_end=load_average(), wall_s=round(time.time() - t_start, 1))
     return dict(benchmark="vmc_scale", meta=meta, peak=peak, rows=rows, flops_note=FLOPS_NOTE,
                 reference_line="n_sites^2 * channels^2 * depth through each line's smallest measured point")
 
@@ -414,20 +406,16 @@ def plot(result, path: str):
 def output_paths(quick: bool, json_path: str | None, plot_path: str | None) -> tuple[str | None, str | None]:
     """Where to write: the given paths; without them the defaults on a full run, nothing on
     a quick one (a quick run never replaces the results)."""
-    if quick:
-        return json_path, plot_path
-    return json_path or DEFAULT_JSON, plot_path or DEFAULT_PLOT
+    return output_path(quick, json_path, DEFAULT_JSON), output_path(quick, plot_path, DEFAULT_PLOT)
 
 
-def write(result, json_path, plot_path, log=print):
-    for path in (json_path, plot_path):
-        if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+def write(result, json_path, plot_path, log=print, argv=None):
+    """The JSON (stamped with the command line ``argv``: the harness's ``write_result``) and the plot."""
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_result(json_path, result, __file__, argv, indent=1)
         log(f"wrote {json_path}")
     if plot_path:
+        os.makedirs(os.path.dirname(os.path.abspath(plot_path)), exist_ok=True)
         plot(result, plot_path)
         log(f"wrote {plot_path}")
     if not json_path and not plot_path:
@@ -435,7 +423,7 @@ def write(result, json_path, plot_path, log=print):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--lattices", nargs="+", default=None, help="L (an L x L lattice) or 'LxM'; default 4 6 8 10")
     p.add_argument("--hamiltonians", nargs="+", choices=("heisenberg", "j1j2"), default=None)
     p.add_argument("--symmetries", nargs="+", choices=("none", "translations", "full"), default=None)
@@ -448,7 +436,7 @@ def parse_args(argv=None):
     p.add_argument("--conv-form", default="auto", choices=("auto", "dense", "lax", "lax_patch", "lax_gather",
                                                              "gather", "banded"), help="the convolution form of every row (tuning.CONV_FORMS; "
                    "default: the library's choice), to compare forms on the same rows")
-    p.add_argument("--json", default=None, help=f"default {os.path.relpath(DEFAULT_JSON)} (full runs only)")
+    add_json_option(p, DEFAULT_JSON, "full")
     p.add_argument("--plot", default=None, help=f"default {os.path.relpath(DEFAULT_PLOT)} (full runs only)")
     args = p.parse_args(argv)
     q = QUICK if args.quick else dict(lattices=["4", "6", "8", "10"], hamiltonians=["heisenberg", "j1j2"],
@@ -477,7 +465,7 @@ def main(argv=None):
     print()
     for line in format_table(result):
         print(line)
-    write(result, json_path, plot_path)
+    write(result, json_path, plot_path, argv=argv)
     return result
 
 

@@ -16,7 +16,6 @@ compiled, each part.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -28,7 +27,9 @@ from quantax_lite.utils import tuning  # noqa: E402
 
 tuning.configure_x64()  # float64 SR solve on CPUs, as `quantax-lite train` runs; float32 on accelerators
 
-from _common import chunk_sizes, step_parts, timed  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (add_json_option, chunk_sizes, load_average, output_path, results_file,  # noqa: E402
+                     script_parser, step_parts, timed, write_result)
 from quantax_lite import Recipe, build  # noqa: E402
 from quantax_lite.models.conv import conv_form_for  # noqa: E402
 from quantax_lite.utils import limit_blas_threads  # noqa: E402
@@ -73,19 +74,16 @@ def measure(group_name, n_samples, precision, amplitude, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="256 samples, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, nargs="*", default=None,
                         help="which rows (0: W1 translations positive, 1: complex, 2: full group, 3: float64, "
                              "4: signed); measured rows replace their own in the JSON, others stay")
-    parser.add_argument("--json", default=None,
-                        help="where to write the rows (default benchmarks/results/vmc_step.json; a --quick run "
-                             "writes only where --json says)")
+    add_json_option(parser, results_file("vmc_step.json"), "full", help="the rows")
     args = parser.parse_args(argv)
-    if args.json is None and not args.quick:
-        args.json = os.path.join(os.path.dirname(__file__), "results", "vmc_step.json")
-    load_start = os.getloadavg()
+    args.json = output_path(args.quick, args.json, results_file("vmc_step.json"))
+    load_start = load_average()
     n_samples, repeats = (256, 2) if args.quick else (1024, args.repeats)
     rows = []
     configs = [("translations", "f32", "positive"), ("translations", "f32", "complex"),
@@ -103,11 +101,10 @@ def main(argv=None):
               f"jac {r['jacobian_s'] * 1e3:6.1f}  solve {r['solve_s'] * 1e3:6.1f} ms", flush=True)
     meta = {"devices": [str(d) for d in jax.devices()], "jax": jax.__version__, "cpu_count": os.cpu_count(),
             "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0],
-            "load_average_start_end": [load_start[0], os.getloadavg()[0]]}
+            "load_average_start_end": [load_start[0], load_average()[0]]}
     blas.restore_original_limits()
     if args.json is None:
         return
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     if args.rows and os.path.exists(args.json):  # keep the rows not measured now
         def key(r):
             return r["group"], r["precision"], r["output"]
@@ -116,8 +113,7 @@ def main(argv=None):
             old = json.load(fh)["rows"]
         new = {key(r): r for r in rows}
         rows = [new.pop(key(r), r) for r in old] + list(new.values())
-    with open(args.json, "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=2)
+    write_result(args.json, {"meta": meta, "rows": rows}, __file__, argv, indent=2)
     print(f"wrote {args.json}")
 
 
