@@ -57,18 +57,26 @@ in its row; a ``--quick`` source keeps no windows, so its time is not known).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
-import shlex
-import tarfile
+import sys
 import time
 
-import numpy as np
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # the harness and this script's parts, beside it
+    sys.path.insert(0, HERE)
 
-from quantax_lite.driver.run_folder import list_checkpoints
-from quantax_lite.utils.files import atomic_write
+from _accuracy_plot import plot_convergence, running_mean  # noqa: E402,F401
+from _accuracy_rows import (BELOW_EXACT, BELOW_EXACT_ROUNDING, BELOW_EXACT_SIGMAS, ESTIMATE_KEYS,  # noqa: E402,F401
+                            HOST_KEYS, _options, convergence, curves_of, host_fields, host_label, method_of,
+                            minutes_of, published_points, reference_energy, row_status, signed_error,
+                            system_name, table, thinned)
+from _accuracy_windows import (TRAINING_SHARE, WARM_START, WINDOWS, lanczos_of, read_warm_start,  # noqa: E402,F401
+                               read_windows, record_window, time_limit_of, unpack_runs, warm_start_seconds)
+from _common import (add_json_option, on_accelerator, output_path, results_file, script_parser,  # noqa: E402
+                     write_json)
+
+from quantax_lite.driver.run_folder import list_checkpoints  # noqa: E402
 
 SYSTEMS = {
     # the W1 network (translations, float32, positive psi in the Marshall basis), longer
@@ -228,65 +236,25 @@ SYSTEMS = {
 
 
 DEFAULT_MINUTES = 15
-# of a row's budget, the --time-limit of its training; the rest is for the final estimate
-# (with the full group's 16 images, 65,536 fresh samples took 8 minutes on 4x4 J1-J2)
-TRAINING_SHARE = 0.8
-DEFAULT_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "accuracy.json")
-# an energy below the exact one by more than BELOW_EXACT_SIGMAS error bars plus this much
-# (relative: float32 rounding of a network's energy; the exact sums' rows have no error bar)
-# is no variational energy
-BELOW_EXACT_SIGMAS = 3.0
-BELOW_EXACT_ROUNDING = 1e-7
-BELOW_EXACT = "below exact: estimator bug"
+DEFAULT_JSON = results_file("accuracy.json")
 
 
-def row_status(row: dict) -> str:
-    """``"below exact: estimator bug"`` when ``row["energy"]`` is below ``row["exact_energy"]``
-    by more than ``BELOW_EXACT_SIGMAS * energy_error`` plus ``BELOW_EXACT_ROUNDING * |exact|``;
-    else ``"met"`` when the relative error is within ``target`` (a row without an exact
-    energy: its energy per site at or below ``target_energy_per_site``) and ``wall_time_s``
-    plus the warm start's ``warm_start_wall_s`` within ``minutes_budget`` (a row started from
-    another run whose time is not known cannot be met); else ``"not met"``."""
-    energy, exact = row.get("energy"), row.get("exact_energy")
-    if energy is not None and exact is not None:
-        slack = BELOW_EXACT_SIGMAS * (row.get("energy_error") or 0.0) + BELOW_EXACT_ROUNDING * abs(exact)
-        if energy < exact - slack:
-            return BELOW_EXACT
-    budget = row.get("minutes_budget")
-    # a warm-started row whose start's time was not recorded cannot show it kept its budget
-    unknown_start = row.get("init_from") is not None and row.get("warm_start_wall_s") is None
-    in_time = budget is None or (minutes_of(row) <= budget and not unknown_start)
-    if row.get("target") is None and row.get("target_energy_per_site") is not None:  # no exact energy
-        per_site = row.get("energy_per_site")
-        return "met" if per_site is not None and per_site <= row["target_energy_per_site"] and in_time else "not met"
-    rel, target = row.get("relative_error"), row.get("target")
-    return "met" if rel is not None and target is not None and rel <= target and in_time else "not met"
+# with --archive, compiled programs are kept in this folder of --out and travel with the runs
+# (the next window, on a bare machine, loads them instead of compiling), as long as the
+# archive stays small enough to come back from the chip's machine (16 MiB a file)
+CACHE_FOLDER = "compile_cache"
 
 
-def minutes_of(row: dict) -> float:
-    """The minutes a row spent: its own wall time plus its warm start's (``warm_start_wall_s``)."""
-    return (row["wall_time_s"] + (row.get("warm_start_wall_s") or 0.0)) / 60
+ARCHIVE_LIMIT = 15 * 2**20
 
 
-def table(rows) -> str:
-    """The printed table of the rows (status column: :func:`row_status`), with the published
-    energies beside ours."""
-    lines = [f"{'system':<26} {'rel. error':>20} {'V-score':>8} {'target':>8} {'budget':>7} {'minutes':>8}  status"]
-    for r in rows:
-        rel = "n/a" if r["relative_error"] is None else f"{r['relative_error']:.2e} ± {r['relative_error_bar']:.1e}"
-        target = (f"{r['target']:.0e}" if r.get("target") is not None
-                  else f"{r['target_energy_per_site']}/site" if r.get("target_energy_per_site") is not None else "n/a")
-        lines.append(f"{r['system']:<26} {rel:>20} {r['v_score']:>8.1e} {target:>8} "
-                     f"{r['minutes_budget']:>5} m {minutes_of(r):>8.1f}  {r['status']}")
-        if r.get("init_from"):
-            start = r.get("warm_start_wall_s")
-            spent = "its time not recorded" if start is None else f"its {start / 60:.1f} min counted above"
-            lines.append(f"    warm start: step {r['init_from'].get('iteration')} of a "
-                         f"{r['init_from'].get('lattice')} run, {spent}")
-        for p in r["published"]:
-            lines.append(f"    beside: {p['energy_per_site']:.6f} per site ({p['source']}); ours "
-                         f"{r['energy_per_site']:.6f} ± {r['energy_error'] / (r['energy'] / r['energy_per_site']):.1e}")
-    return "\n".join(lines)
+def pack_runs(out: str, archive: str, with_cache: bool = True) -> bool:
+    """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
+    with the compilation cache (``CACHE_FOLDER``) while the archive stays within
+    ``ARCHIVE_LIMIT`` bytes (``_accuracy_windows.pack_runs``); whether the cache went in."""
+    import _accuracy_windows
+
+    return _accuracy_windows.pack_runs(out, archive, with_cache, ARCHIVE_LIMIT, CACHE_FOLDER)
 
 
 def output_paths(quick: bool, json_path: str | None, plot_path: str | None) -> tuple[str | None, str | None]:
@@ -294,426 +262,10 @@ def output_paths(quick: bool, json_path: str | None, plot_path: str | None) -> t
     none on a quick one; the plot given, else beside the JSON (its name with ``.png``), none
     without a JSON. The committed results are written only by a full run without ``--json``
     or when named."""
-    json_path = json_path or (None if quick else DEFAULT_JSON)
+    json_path = output_path(quick, json_path, DEFAULT_JSON)
     if plot_path is None and json_path is not None:
         plot_path = os.path.splitext(json_path)[0] + ".png"
     return json_path, plot_path
-
-
-def convergence(log_records, reference):
-    """``(wall time in s, relative error)`` of each training step's energy against
-    ``reference`` (the exact energy, or :func:`reference_energy`; none: empty); steps
-    without a finite energy are left out. A resumed run's clock starts again at its first
-    step (each window of a row trained across windows): its times continue from the last
-    step before it, so that the time axis counts the training of every window."""
-    t, rel, offset, last = [], [], 0.0, 0.0
-    for rec in log_records:
-        if rec["wall_time_s"] < last:  # a resumed run's first step
-            offset += last
-        last = rec["wall_time_s"]
-        e = rec.get("energy")
-        if e is not None and math.isfinite(e) and reference:
-            t.append(offset + rec["wall_time_s"])
-            rel.append(abs(e - reference) / abs(reference))
-    return np.asarray(t, float), np.asarray(rel, float)
-
-
-def thinned(t, rel, n: int = 200) -> dict:
-    """At most ``n`` points of a convergence curve, evenly spaced by step (the first and last
-    kept), as the JSON row's ``convergence``: ``{"wall_time_s": [...], "relative_error": [...]}``."""
-    idx = np.unique(np.linspace(0, len(t) - 1, min(n, len(t))).round().astype(int)) if len(t) else []
-    return {"wall_time_s": [round(float(t[i]), 2) for i in idx],
-            "relative_error": [float(f"{rel[i]:.4g}") for i in idx]}
-
-
-def curves_of(rows):
-    """``[(row, t, rel), ...]`` for :func:`plot_convergence` from JSON rows (a row without a
-    stored curve, from before they were kept, is drawn in the final-energy panel only)."""
-    out = []
-    for row in rows:
-        c = row.get("convergence") or {"wall_time_s": [], "relative_error": []}
-        out.append((row, np.asarray(c["wall_time_s"], float), np.asarray(c["relative_error"], float)))
-    return out
-
-
-_MODELS = {"heisenberg": "Heisenberg", "j1j2": "J1-J2", "tfim": "transverse-field Ising"}
-
-
-def _options(row: dict) -> dict:
-    """``{"--lattice": "4x4", ...}`` of a row's recorded options (a flag alone maps to None)."""
-    words, out = shlex.split(row.get("options") or ""), {}
-    for i, w in enumerate(words):
-        if w.startswith("--"):
-            nxt = words[i + 1] if i + 1 < len(words) else None
-            out[w] = None if nxt is None or nxt.startswith("--") else nxt
-    return out
-
-
-def system_name(row: dict) -> str:
-    """The system of a row in words, from its recorded options: ``"Heisenberg, 4×4 square
-    lattice, 16 sites"``, ``"J1-J2 (J2 = 0.5), ..."``; the row's key when it has no options."""
-    from quantax_lite.cli.report import lattice_description
-
-    opts = _options(row)
-    if "--lattice" not in opts:
-        return row["system"]
-    model = _MODELS.get(opts.get("--hamiltonian"), opts.get("--hamiltonian") or "Heisenberg")
-    if opts.get("--J2") is not None:
-        model += f" (J2 = {opts['--J2']})"
-    return f"{model}, {lattice_description(opts['--lattice'])}"
-
-
-def method_of(row: dict) -> str:
-    """``"sampled, translations"``, ``"exact sum, full group"``, ``"sampled, translations → full"``
-    (a staged symmetry), ``"sampled, translations (full not reached)"`` (a run that stopped
-    before its next stage: its final estimate's group, ``estimate_symmetry``, is an earlier one)."""
-    opts = _options(row)
-    how = "exact sum" if opts.get("--sampling") == "exact_sum" else "sampled"
-    stages = [s.split("@")[0] for s in (opts.get("--symmetry") or "translations").split(">")]
-    reached = row.get("estimate_symmetry")
-    if len(stages) > 1 and reached in stages[:-1]:
-        return f"{how}, {reached} ({stages[-1]} not reached)"
-    group = " → ".join("full" if g == "full" and len(stages) > 1 else "full group" if g == "full" else g
-                       for g in stages)
-    return f"{how}, {group}"
-
-
-def host_label(row: dict) -> str:
-    """The host a row was measured on (``host``, else ``cpu_count`` / ``cpu_model`` /
-    ``machine``), or ``"host not recorded"`` for rows from before hosts were kept."""
-    if row.get("host"):
-        return row["host"]
-    cores, model, machine = row.get("cpu_count"), row.get("cpu_model"), row.get("machine")
-    if not (cores or model or machine):
-        return "host not recorded"
-    return " ".join(p for p in (f"{cores}-core" if cores else None, model, machine, "CPU") if p)
-
-
-def reference_energy(row: dict) -> tuple[float, str | None] | None:
-    """``(energy, source)`` a row's energies are set against: its exact energy (source None),
-    else, for a system without one (10x10), the lowest of its published energies (its
-    source); None when it has neither."""
-    if row.get("exact_energy"):
-        return row["exact_energy"], None
-    if row.get("energy") is None or not row.get("energy_per_site") or not row.get("published"):
-        return None
-    sites = round(row["energy"] / row["energy_per_site"])
-    best = min(row["published"], key=lambda p: p["energy_per_site"])
-    return best["energy_per_site"] * sites, best["source"]
-
-
-def signed_error(row: dict) -> float | None:
-    """``(E − E_ref) / |E_ref|`` of the row's final energy (:func:`reference_energy`):
-    negative below the exact energy (or below the lowest published one)."""
-    ref = reference_energy(row)
-    if row.get("energy") is None or ref is None:
-        return None
-    return (row["energy"] - ref[0]) / abs(ref[0])
-
-
-def published_points(row: dict) -> list[tuple[str, float, float]]:
-    """``[(source, signed relative error, half a unit of its last digit), ...]`` of the
-    published energies of a row against its :func:`reference_energy`; the reference itself
-    (an ``"exact ..."`` source, or the lowest published energy) is the zero line, not a point."""
-    out = []
-    ref = reference_energy(row)
-    if ref is None or not row.get("energy_per_site"):
-        return out
-    sites = round(row["energy"] / row["energy_per_site"])
-    for p in row.get("published") or []:
-        if p["source"].lower().startswith("exact") or p["source"] == ref[1]:
-            continue
-        decimals = len(repr(abs(p["energy_per_site"])).partition(".")[2])
-        doubt = 0.5 * 10.0**-decimals * sites / abs(ref[0])
-        out.append((p["source"], (p["energy_per_site"] * sites - ref[0]) / abs(ref[0]), doubt))
-    return out
-
-
-def running_mean(values, window: int) -> np.ndarray:
-    """The mean of the last ``window`` values at every point (fewer at the start)."""
-    v = np.asarray(values, float)
-    c = np.concatenate([[0.0], np.cumsum(v)])
-    hi = np.arange(1, len(v) + 1)
-    lo = np.maximum(0, hi - window)
-    return (c[hi] - c[lo]) / (hi - lo)
-
-
-def plot_convergence(curves, path):
-    """The accuracy figure. Left: one line per system (named in words, with its method,
-    parameters, steps and wall time, a warm start's included), the signed relative error
-    ``(E − E_ref) / |E_ref|`` of its final energy with the full error bar, on a symmetric-log
-    axis linear near zero (an energy below the exact one, a bug, is drawn left of the zero
-    line and named), and the published energies of the same cluster (the JSON's
-    ``published``; the reference itself left out) against the same reference, with half a
-    unit of their last digit as the bar. ``E_ref`` is the exact energy, or for a system
-    without one the lowest published energy, which its label names
-    (:func:`reference_energy`). Right, for the rows that kept their training curve: the
-    running mean of the training energies' relative error against wall time (log scale;
-    means, not single noisy steps). The footer names the host(s) the wall times come from.
-    ``curves``: ``[(row, t, rel), ...]`` (:func:`curves_of`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [row for row, _, _ in curves]
-    with_curves = [(row, t, rel) for row, t, rel in curves if len(t) > 1]
-    n = max(1, len(rows))
-    fig = plt.figure(figsize=(15 if with_curves else 10, 2.6 + 0.62 * n))
-    grid = fig.add_gridspec(1, 2 if with_curves else 1, width_ratios=[1.25, 1] if with_curves else [1])
-    ax = fig.add_subplot(grid[0, 0])
-    y = np.arange(len(rows))[::-1].astype(float)
-    xs = []  # every x an error bar or marker reaches: the limits hold them all
-    markers = {}
-    for k, row in enumerate(rows):
-        rel = signed_error(row)
-        if rel is None:
-            continue
-        bar = row.get("relative_error_bar") or 0.0
-        bug = row.get("status") == BELOW_EXACT
-        exact_sum = _options(row).get("--sampling") == "exact_sum"
-        style = dict(fmt="X", color="C3", ms=8) if bug else (dict(fmt="s", color="C2", ms=6) if exact_sum
-                                                             else dict(fmt="o", color="C0", ms=6))
-        label = ("below exact: estimator bug" if bug else
-                 "ours, exact sum (no error bar)" if exact_sum else "ours, sampled (±1 error bar)")
-        h = ax.errorbar([rel], [y[k]], xerr=[bar] if bar else None, capsize=3, zorder=4, **style)
-        markers.setdefault(label, h)
-        xs += [rel - bar, rel + bar]
-        if bug:
-            ax.annotate("below exact: estimator bug", (rel, y[k]), xytext=(0, 8), textcoords="offset points",
-                        color="C3", fontsize=7, ha="center")
-        for j, (source, p_rel, doubt) in enumerate(published_points(row)):
-            short = source.split(" (")[0]
-            if doubt > abs(p_rel) / 2:  # its last digit leaves more doubt than half the value: a bound
-                h = ax.plot([p_rel + doubt], [y[k] - 0.22], marker="<", mfc="none", ls="", color=f"C{4 + j}",
-                            ms=7, zorder=3)[0]
-                markers.setdefault(f"published: {short} (upper bound: its last digit)", h)
-                xs.append(p_rel + doubt)
-                continue
-            h = ax.errorbar([p_rel], [y[k] - 0.22], xerr=[doubt], fmt="D", mfc="none", color=f"C{4 + j}",
-                            ms=6, capsize=3, zorder=3)
-            markers.setdefault(f"published: {short}", h)
-            xs += [p_rel - doubt, p_rel + doubt]
-    xs = np.asarray([x for x in xs if np.isfinite(x)] or [1e-6])
-    positive = np.abs(xs[xs != 0])
-    linthresh = 10.0 ** math.floor(math.log10(positive.min())) if len(positive) else 1e-9
-    ax.set_xscale("symlog", linthresh=linthresh)
-    left = 3.0 * xs.min() if xs.min() < 0 else -linthresh
-    right = 3.0 * max(xs.max(), linthresh)
-    ax.set_xlim(left, right)
-    ax.axvspan(left, 0, color="C3", alpha=0.07, lw=0)
-    ax.axvline(0, color="k", lw=1, ls="--")
-    by_published = any((reference_energy(r) or (None, None))[1] for r in rows)
-    markers["reference: exact ground-state energy" + (" (else the lowest published)" if by_published else "")] = \
-        ax.lines[-1]
-    ax.set_ylim(-0.7, len(rows) - 0.4)
-    labels = []
-    for row in rows:
-        sites_steps = f"{row.get('n_params', '?')} params, {row.get('iterations', '?')} steps"
-        start = " incl. warm start" if row.get("warm_start_wall_s") else ""
-        ref = reference_energy(row)
-        against = f"\nagainst the lowest published energy ({ref[1].split(' (')[0]})" if ref and ref[1] else ""
-        labels.append(f"{system_name(row)}\n{method_of(row)}; {sites_steps}, {minutes_of(row):.1f} min{start}"
-                      + against)
-    ax.set_yticks(y, labels, fontsize=7)
-    e_ref = "E_ref" if by_published else "E_exact"
-    ax.set_xlabel(f"(E − {e_ref}) / |{e_ref}| of the final energy (symmetric log: linear within ±{linthresh:.0e}; "
-                  "left of 0: below the exact energy, a bug" + (", or below the lowest published" if by_published
-                                                                 else "") + ")", fontsize=8)
-    ax.set_title("Final energies against the exact ground-state energy"
-                 + (" (or the lowest published one)" if by_published else ""), fontsize=10)
-    # below the x label at any height of the axes (a table of one row is short)
-    below_label = matplotlib.transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
-    ax.legend(list(markers.values()), list(markers), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0),
-              bbox_transform=below_label, ncol=2)
-    ax.grid(axis="x", color="0.9", lw=0.5)
-    if with_curves:
-        cx = fig.add_subplot(grid[0, 1])
-        for k, (row, t, rel) in enumerate(with_curves):
-            window = max(3, len(rel) // 20)
-            ref = reference_energy(row)
-            against = " (against lowest published)" if ref and ref[1] else ""
-            cx.plot(t / 60, running_mean(rel, window), lw=1.2, color=f"C{k}",
-                    label=f"{system_name(row)}; {method_of(row)}{against}")
-        cx.set_yscale("log")
-        cx.set_xlabel("wall time (min)")
-        cx.set_ylabel(f"running mean of |E − {e_ref}| / |{e_ref}|\n(training energies, 5% of the recorded steps)",
-                      fontsize=8)
-        cx.set_title("Training convergence", fontsize=10)
-        under = matplotlib.transforms.offset_copy(cx.transAxes, fig=fig, y=-36, units="points")
-        cx.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under)  # off the curves
-    hosts = sorted({host_label(r) for r in rows})
-    fig.text(0.01, 0.01, "Wall times (training and final estimate) on: " + "; ".join(hosts)
-             + ". Energies in units of J, spin-1/2 (S = σ/2).", fontsize=7, color="0.3")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def host_fields() -> dict:
-    """The host of this run, kept in every new row: ``host`` (in words), ``cpu_count``,
-    ``cpu_model`` (from /proc/cpuinfo where there is one) and ``machine``."""
-    import platform
-
-    from quantax_lite.cli.report import host_description
-
-    model = None
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), None)
-    except OSError:
-        pass
-    return {"host": host_description() + (f" ({model})" if model else ""), "cpu_count": os.cpu_count(),
-            "cpu_model": model, "machine": platform.machine() or None}
-
-
-WINDOWS = "accuracy_windows.json"
-
-
-def read_windows(out: str) -> list[dict]:
-    """The windows (calls of this script) that trained the row in the run folder ``out``,
-    oldest first (``[]`` for a new run): each ``{"wall_s", "training_min",
-    "time_limit_min", "stopped_at_time_limit", "iterations", "finished_utc"}`` and the host it
-    ran on (:func:`host_fields`; not in windows recorded before hosts were kept), and the
-    window's final estimate (``ESTIMATE_KEYS`` of its summary; not in windows recorded
-    before estimates were kept)."""
-    path = os.path.join(out, WINDOWS)
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        return json.load(fh)
-
-
-# what a window records of its final estimate (fresh samples of the state it reached)
-ESTIMATE_KEYS = ("energy", "energy_error", "relative_error", "v_score", "estimate_symmetry")
-
-
-def lanczos_of(out: str, name: str, samples: int | None) -> dict | None:
-    """One Lanczos step on the newest state of the run in ``out`` from ``samples`` fresh
-    samples (``quantax-lite measure --lanczos``, the dimers left out): its record
-    (``observables.json``'s ``"lanczos"``); None without ``samples``."""
-    if not samples:
-        return None
-    from quantax_lite.cli import command as cli
-
-    status = cli.main(["measure", "--out", out, "--lanczos", "--samples", str(int(samples)), "--no-dimers",
-                       "--no-progress"])
-    if status != 0:  # the window's training is kept (recorded and archived); the call exits 1 at its end
-        print(f"accuracy: {name}: quantax-lite measure --lanczos exited with status {status} (see above; its run "
-              f"folder is {out}); the window is recorded without a Lanczos step", flush=True)
-        return None
-    with open(os.path.join(out, "observables.json")) as fh:
-        return json.load(fh)["lanczos"]
-
-
-def record_window(out: str, wall_s: float, time_limit_min: float, lanczos: dict | None = None) -> list[dict]:
-    """Append this call's window to ``out``'s windows (written whole, then renamed) and
-    return them all. Its training minutes: the time limit when it stopped the run, else the
-    call's wall time (the steps ended first); its estimate: ``ESTIMATE_KEYS`` of the run's
-    summary, and ``lanczos`` (:func:`lanczos_of`) where one was measured."""
-    with open(os.path.join(out, "summary.json")) as fh:
-        summary = json.load(fh)
-    stopped = bool(summary.get("stopped_at_time_limit"))
-    window = {"wall_s": round(wall_s, 2), "training_min": time_limit_min if stopped else wall_s / 60,
-              "time_limit_min": time_limit_min, "stopped_at_time_limit": stopped,
-              "iterations": summary["iterations"], **{k: summary.get(k) for k in ESTIMATE_KEYS},
-              "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **host_fields()}
-    if lanczos is not None:
-        window["lanczos"] = lanczos
-    windows = read_windows(out) + [window]
-    with atomic_write(os.path.join(out, WINDOWS)) as fh:
-        json.dump(windows, fh, indent=1)
-    return windows
-
-
-def unpack_runs(archive: str, out: str) -> None:
-    """The run folders of ``archive`` (:func:`pack_runs`) into ``out``, files writable."""
-    os.makedirs(out, exist_ok=True)
-    with tarfile.open(archive) as tar:
-        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later: no links out, no absolute names
-            tar.extractall(out, filter="data")
-        else:
-            tar.extractall(out)
-    for root, _, files in os.walk(out):
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
-
-
-# with --archive, compiled programs are kept in this folder of --out and travel with the runs
-# (the next window, on a bare machine, loads them instead of compiling), as long as the
-# archive stays small enough to come back from the chip's machine (16 MiB a file)
-CACHE_FOLDER = "compile_cache"
-ARCHIVE_LIMIT = 15 * 2**20
-
-
-def _pack(out: str, archive: str, with_cache: bool) -> None:
-    with atomic_write(archive, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-        for name in sorted(os.listdir(out)):
-            path = os.path.join(out, name)
-            if os.path.isdir(path) and (with_cache or name != CACHE_FOLDER):
-                tar.add(path, arcname=name, filter=lambda i: None if i.name.endswith(".lock") else i)
-
-
-def pack_runs(out: str, archive: str, with_cache: bool = True) -> bool:
-    """Every run folder of ``out`` (without its lock file) into the gzipped tar ``archive``,
-    written whole, then renamed; with the compilation cache (``CACHE_FOLDER``) when
-    ``with_cache`` and the archive then stays within ``ARCHIVE_LIMIT`` bytes. Returns whether
-    the cache went in (a caller packing again can leave it out from then on)."""
-    has_cache = with_cache and os.path.isdir(os.path.join(out, CACHE_FOLDER))
-    _pack(out, archive, with_cache=has_cache)
-    if has_cache and os.path.getsize(archive) > ARCHIVE_LIMIT:
-        print(f"accuracy: {archive} holds the runs only: with the compilation cache it would be "
-              f"{os.path.getsize(archive) / 2**20:.1f} MiB (the next window compiles again)", flush=True)
-        _pack(out, archive, with_cache=False)
-        return False
-    return has_cache
-
-
-def time_limit_of(minutes: float, windows: list[dict], window: float | None = None,
-                  warm_start_min: float = 0.0) -> float | None:
-    """The training time limit (minutes) of a row's next call: ``TRAINING_SHARE`` of its
-    budget ``minutes`` less the training of its earlier ``windows`` and the minutes of its
-    warm start (:func:`warm_start_seconds`), at most ``window``, and after a first window at
-    most what the budget's wall time leaves once the next window's other time (start,
-    compilation, final estimate: the most an earlier window took besides training) is set
-    aside; None when nothing is left to train (the budget spent, or the last window ended
-    before its time limit: its steps are done)."""
-    if windows and not windows[-1]["stopped_at_time_limit"]:
-        return None
-    limit = TRAINING_SHARE * minutes - warm_start_min - sum(w["training_min"] for w in windows)
-    if windows:  # every window's wall time counts against the budget, not only its training
-        spent = warm_start_min + sum(w["wall_s"] for w in windows) / 60
-        besides_training = max(w["wall_s"] / 60 - w["training_min"] for w in windows)
-        limit = min(limit, minutes - spent - besides_training)
-    if window is not None:
-        limit = min(limit, window)
-    return limit if limit > 0 else None
-
-
-def warm_start_seconds(source: str) -> float | None:
-    """The wall time (s) of every window that trained the run folder ``source``: what a row
-    started from ``source``'s newest parameters spent before its own first window. None when
-    ``source`` kept no windows (its time is not known)."""
-    windows = read_windows(source)
-    return round(sum(w["wall_s"] for w in windows), 2) if windows else None
-
-
-# in a warm-started row's run folder: the run it started from and that run's wall time,
-# written when the row starts (before its first window), read by every later call
-WARM_START = "accuracy_warm_start.json"
-
-
-def read_warm_start(out: str) -> float | None:
-    """The wall time (s) of the run the row in ``out`` started from (:data:`WARM_START`);
-    None for a row that has not started from one, or whose start's time is not known."""
-    path = os.path.join(out, WARM_START)
-    if not os.path.exists(path):
-        return None
-    with open(path) as fh:
-        return json.load(fh).get("wall_s")
-
-
-HOST_KEYS = ("host", "cpu_count", "cpu_model", "machine")
 
 
 def row_of(name: str, spec: dict, out: str, opts: list, windows: list[dict], wall: float | None = None,
@@ -804,8 +356,7 @@ def train_rows(args, names: list[str]) -> tuple[list[dict], list[str]]:
             opts += ["--time-limit", f"{limit:.4g}"]
         if starting:  # a new run starts from the other row's, and keeps what that one cost
             os.makedirs(out, exist_ok=True)
-            with atomic_write(os.path.join(out, WARM_START)) as fh:
-                json.dump({"source": source, "wall_s": warm_start_s}, fh)
+            write_json(os.path.join(out, WARM_START), {"source": source, "wall_s": warm_start_s}, indent=None)
             opts += ["--init-from", source]
         resume = bool(list_checkpoints(out))  # continue a run that has checkpoints
         t0 = time.perf_counter()
@@ -828,13 +379,11 @@ def train_rows(args, names: list[str]) -> tuple[list[dict], list[str]]:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="30 iterations with 256 samples (a smoke test)")
     parser.add_argument("--only", choices=sorted(SYSTEMS), action="append", help="run only these systems")
     parser.add_argument("--out", default="runs/accuracy", help="parent directory of the runs")
-    parser.add_argument("--json", default=None,
-                        help="rows to write (and keep, with --only); default: benchmarks/results/accuracy.json on a "
-                             "full run, none with --quick")
+    add_json_option(parser, DEFAULT_JSON, "full", help="the rows (the other systems' kept, with --only)")
     parser.add_argument("--plot", default=None, help="the convergence plot; default: beside the JSON (.png)")
     parser.add_argument("--replot", action="store_true", help="only redraw --plot from the rows in --json")
     parser.add_argument("--window", type=float, metavar="MINUTES",
@@ -864,9 +413,7 @@ def main(argv=None):
 
     from quantax_lite.utils import compile_cache
 
-    import jax
-
-    accelerator = jax.default_backend() != "cpu"
+    accelerator = on_accelerator()
     names = args.only or [n for n in SYSTEMS if accelerator or not SYSTEMS[n].get("accelerator")]
     refused = [n for n in names if SYSTEMS[n].get("accelerator") and not (accelerator or args.allow_cpu or args.quick)]
     if refused:
@@ -886,7 +433,6 @@ def main(argv=None):
     print()
     print(table(rows))
     if json_path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
         if args.only and os.path.exists(json_path):  # keep the other systems' rows
             with open(json_path) as fh:
                 kept = [r for r in json.load(fh) if r["system"] not in args.only]
@@ -895,8 +441,7 @@ def main(argv=None):
                 r["met"] = r["status"] == "met"
             rows = sorted(kept + rows,
                           key=lambda r: list(SYSTEMS).index(r["system"]) if r["system"] in SYSTEMS else 99)
-        with open(json_path, "w") as fh:
-            json.dump(rows, fh, indent=2)
+        write_json(json_path, rows, indent=2)  # a list of rows: each records its host and options
         print(f"wrote {json_path}")
     if plot_path and rows:  # every row of the JSON, those kept from earlier runs too
         os.makedirs(os.path.dirname(os.path.abspath(plot_path)), exist_ok=True)
