@@ -45,33 +45,39 @@ benchmarks/results/accelerator_suite.json on a full run; ``--quick`` writes only
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from _common import detect_backend, error_text, is_accelerator, last_line  # noqa: E402
+if HERE not in sys.path:  # the harness and this script's parts, beside it
+    sys.path.insert(0, HERE)
 
-RESULTS = os.path.join(HERE, "results")
-DEFAULT_JSON = os.path.join(RESULTS, "accelerator_suite.json")
+from argparse import SUPPRESS  # noqa: E402
+
+from _common import (command_line, detect_backend, error_text, is_accelerator, last_line,  # noqa: E402
+                     load_average, output_path as _output_path, platform_info, platform_kind, results_file,
+                     script_parser, write_result)
+from _suite_agreement import (AGREEMENT_CPU_THREADS, AGREEMENT_STEPS, agreement_reference,  # noqa: E402,F401
+                              finish_agreement, start_agreement)
+from _suite_memory import MEMORY_COMPILE_SHARE, memory_table, memory_worker, run_memory  # noqa: E402,F401
+
+DEFAULT_JSON = results_file("accelerator_suite.json")
+
 # in the order they run: the subprocess parts that hold the accelerator first; the agreement's
 # float64 CPU reference then runs beside peaks, scale and w1 (it never touches the accelerator)
 PART_NAMES = ("train", "sharding", "memory", "agreement", "peaks", "scale", "w1")
-# of the memory part's budget, the share its worker may spend compiling (the rest runs them)
-MEMORY_COMPILE_SHARE = 0.75
+
+
 W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "complex"), ("full", "f32", "positive"),
               ("translations", "f64", "positive"), ("translations", "f32", "signed")]
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__doc__)
     p.add_argument("--quick", action="store_true", help="every part on the CPU at tiny sizes (a smoke test)")
     p.add_argument("--allow-cpu", action="store_true", help="run the full suite without an accelerator")
     p.add_argument("--parts", nargs="+", choices=PART_NAMES, default=list(PART_NAMES))
@@ -96,8 +102,8 @@ def parse_args(argv=None):
     p.add_argument("--memory-lattice", default=None, help="default 6x6")
     p.add_argument("--memory-chunks", nargs="+", default=None,
                    help="chunk sizes, 'default' for the library's choice (default 16 64 256 default)")
-    p.add_argument("--_memory-worker", dest="memory_worker", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--_agreement-reference", dest="agreement_reference", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_memory-worker", dest="memory_worker", default=None, help=SUPPRESS)
+    p.add_argument("--_agreement-reference", dest="agreement_reference", default=None, help=SUPPRESS)
     args = p.parse_args(argv)
     quick = args.quick
     defaults = dict(scale_lattices=["2x4"] if quick else ["4", "6", "8", "10"],
@@ -113,19 +119,10 @@ def parse_args(argv=None):
     return args
 
 
-# --------------------------------------------------------------------------- #
-# backend check                                                                   #
-# --------------------------------------------------------------------------- #
-
-
 def platform_flag(backend: str) -> str:
-    """``--platform`` of jacobian_sharding.py for ``backend``."""
-    return "tpu" if backend == "tpu" else "gpu" if is_accelerator(backend) else "cpu"
+    """``--platform`` of jacobian_sharding.py for ``backend`` (the harness's ``platform_kind``)."""
+    return platform_kind(backend)
 
-
-# --------------------------------------------------------------------------- #
-# part: the README's main job                                                  #
-# --------------------------------------------------------------------------- #
 
 
 def run_train(args, budget_s: float, out_dir: str) -> dict:
@@ -167,11 +164,6 @@ def run_train(args, budget_s: float, out_dir: str) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- #
-# part: matrix-product peaks                                                   #
-# --------------------------------------------------------------------------- #
-
-
 def run_peaks(args) -> dict:
     """TFLOP/s of one square product in bfloat16, float32 (default precision) and float32
     ("highest"), the best of ``repeats`` calls each."""
@@ -192,142 +184,6 @@ def run_peaks(args) -> dict:
         out[name] = dict(seconds=seconds, tflops=2.0 * n**3 / seconds / 1e12, precision=precision)
         print(f"peak {name:>16}: {out[name]['tflops']:8.2f} TFLOP/s ({n}^3)", flush=True)
     return out
-
-
-# --------------------------------------------------------------------------- #
-# part: agreement with the float64 CPU library on the same samples             #
-# --------------------------------------------------------------------------- #
-
-AGREEMENT_STEPS = 20
-# threads of the agreement's CPU reference, which runs beside the parts timed after it
-AGREEMENT_CPU_THREADS = 4
-
-
-def _agreement_recipe(args):
-    from quantax_lite import Recipe
-
-    return Recipe(lattice="2x4" if args.quick else "4x4", samples=64 if args.quick else 1024)
-
-
-def agreement_reference(spec: dict) -> None:
-    """In a CPU process with float64 on: the library's values on the accelerator's samples."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    import numpy as np
-
-    from quantax_lite import Recipe, build, spin_correlations
-    from quantax_lite.optimizer.log_derivatives import jacobian
-    from quantax_lite.models import derivative_form
-    from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
-
-    data = dict(np.load(spec["inputs"]))
-    r = build(Recipe(**spec["recipe"]))
-    leaves, treedef = jax.tree_util.tree_flatten(r.state.params)
-    params = jax.tree_util.tree_unflatten(treedef, [np.asarray(data[f"param_{i}"]) for i in range(len(leaves))])
-    samples = data["samples"]
-    lp = r.vmc.log_psi(params, samples)
-    e_loc = r.vmc.local_energies(params, samples, lp)
-    jac = jacobian(derivative_form(r.vmc.log_psi), params, samples)
-    out = dict(log_psi=np.asarray(lp), e_loc=np.asarray(e_loc), jac=np.asarray(jac))
-    for method in ("sr", "minsr"):
-        out[f"{method}_own"] = np.asarray(sr_direction(jac, e_loc, method=method))  # the whole CPU pipeline
-        out[f"{method}_same"] = np.asarray(sr_direction(data["jac"], data["e_loc"], method=method))  # the solve
-    corr = spin_correlations(r.vmc.log_psi, params, samples, log_psi_samples=lp)
-    out.update(corr_mean=np.asarray(corr.mean), corr_error=np.asarray(corr.error))
-    np.savez(spec["out"], **out)
-
-
-def start_agreement(args, out_dir: str):
-    """The accelerator's side of the agreement part (one state's samples, log psi, local
-    energies, Jacobian, SR and MinSR directions, correlations), then the float64 CPU
-    reference started in a subprocess on the same samples, left running: ``(recipe, mine,
-    corr, spec, process)`` for :func:`finish_agreement`. The reference is limited to
-    ``AGREEMENT_CPU_THREADS`` threads, so that the parts timed beside it keep the host."""
-    import jax
-    import numpy as np
-
-    from quantax_lite import build, run, spin_correlations
-    from quantax_lite.optimizer.log_derivatives import jacobian
-    from quantax_lite.models import derivative_form
-    from quantax_lite.optimizer.stochastic_reconfiguration import sr_direction
-
-    recipe = _agreement_recipe(args)
-    r = build(recipe)
-    state, _ = run(r.vmc, r.state, AGREEMENT_STEPS, progress=False)
-    params = state.params
-    samples, lp, _ = r.vmc.sampler.sample(state.sampler, params, recipe.samples)
-    e_loc = r.vmc.local_energies(params, samples, lp)
-    jac = jacobian(derivative_form(r.vmc.log_psi), params, samples)
-    mine = dict(log_psi=lp, e_loc=e_loc, jac=jac)
-    for method in ("sr", "minsr"):
-        mine[method] = sr_direction(jac, e_loc, method=method)
-    corr = spin_correlations(r.vmc.log_psi, params, samples, log_psi_samples=lp)
-    mine = {k: np.asarray(jax.device_get(v)) for k, v in mine.items()}
-    inputs = os.path.join(out_dir, "agreement_inputs.npz")
-    leaves = jax.tree_util.tree_leaves(jax.device_get(params))
-    np.savez(inputs, samples=np.asarray(samples), jac=mine["jac"], e_loc=mine["e_loc"],
-             **{f"param_{i}": np.asarray(x) for i, x in enumerate(leaves)})
-    spec = dict(inputs=inputs, out=os.path.join(out_dir, "agreement_reference.npz"),
-                recipe=dict(lattice=recipe.lattice, samples=recipe.samples))
-    threads = str(AGREEMENT_CPU_THREADS)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-    cores = sorted(os.sched_getaffinity(0))[-AGREEMENT_CPU_THREADS:]  # the last ones: this process keeps the first
-
-    def on_few_cores():
-        os.sched_setaffinity(0, cores)
-
-    cmd = [sys.executable, os.path.abspath(__file__), "--_agreement-reference", json.dumps(spec)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=on_few_cores)
-    return recipe, mine, corr, spec, proc
-
-
-def finish_agreement(pending, budget_s: float) -> dict:
-    """Waits at most ``budget_s`` for the reference of :func:`start_agreement` and compares:
-    relative differences, the CPU's direction both from the accelerator's Jacobian (the
-    solve alone) and from its own (the whole pipeline)."""
-    import jax
-    import numpy as np
-
-    from quantax_lite.utils import tuning
-
-    recipe, mine, corr, spec, proc = pending
-    try:
-        output, _ = proc.communicate(timeout=max(budget_s, 1.0))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return dict(error=f"the float64 CPU reference did not finish in {budget_s:.0f} s")
-    if proc.returncode:
-        return dict(error=last_line(output) or f"exit {proc.returncode}")
-    ref = dict(np.load(spec["out"]))
-
-    def rel(a, b):
-        return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(np.asarray(b)))
-
-    out = dict(lattice=recipe.lattice, n_samples=recipe.samples, trained_steps=AGREEMENT_STEPS,
-               backend=jax.default_backend(), matmul_precision=tuning.current().matmul_precision,
-               sr_solve=tuning.current().sr_solve, jacobian_dtype=str(mine["jac"].dtype))
-    out["log_psi_max_abs_diff"] = float(np.max(np.abs(mine["log_psi"] - ref["log_psi"])))
-    out["e_loc_rel_diff"] = rel(mine["e_loc"], ref["e_loc"])
-    out["energy"], out["energy_cpu"] = float(np.mean(mine["e_loc"].real)), float(np.mean(ref["e_loc"].real))
-    out["energy_std_error"] = float(np.std(ref["e_loc"].real) / np.sqrt(len(ref["e_loc"])))
-    out["jacobian_rel_diff"] = rel(mine["jac"], ref["jac"])
-    for method in ("sr", "minsr"):
-        out[f"{method}_direction_rel_diff_same_jacobian"] = rel(mine[method], ref[f"{method}_same"])
-        out[f"{method}_direction_rel_diff_whole_step"] = rel(mine[method], ref[f"{method}_own"])
-    corr_diff = np.abs(np.asarray(corr.mean) - ref["corr_mean"])
-    out["correlations_max_abs_diff"] = float(np.max(corr_diff))
-    out["correlations_max_error_bar"] = float(np.max(ref["corr_error"]))
-    for k, v in out.items():
-        print(f"agreement {k}: {v}", flush=True)
-    return out
-
-
-# --------------------------------------------------------------------------- #
-# part 1: jacobian_sharding.py                                                 #
-# --------------------------------------------------------------------------- #
 
 
 def run_sharding(args, budget_s: float, out_dir: str, plot_path: str | None, backend: str) -> dict:
@@ -356,138 +212,6 @@ def run_sharding(args, budget_s: float, out_dir: str, plot_path: str | None, bac
     if plot_path and os.path.exists(png):
         out["plot"] = png
     return out
-
-
-# --------------------------------------------------------------------------- #
-# part 2: memory per chunk size                                                #
-# --------------------------------------------------------------------------- #
-
-
-def memory_worker(spec: dict) -> None:
-    """In a fresh process: compile the local-energy and Jacobian programs at each chunk,
-    then run them in increasing compiled size, reading the device's memory statistics;
-    the result file is rewritten after every case (a killed worker leaves what it did).
-    Compilation stops at ``compile_deadline`` so that what was compiled is still run (runs
-    take milliseconds; on the chip eight compilations filled a 70 s budget and none ran)."""
-    from quantax_lite.utils import tuning
-
-    tuning.configure_x64()
-    import jax
-    from _common import chunk_sizes, compile_part, timed
-    from quantax_lite import Recipe, build
-    from quantax_lite.optimizer.log_derivatives import make_jacobian
-    from quantax_lite.models import derivative_form
-
-    deadline = spec["deadline"]
-    out = dict(lattice=spec["lattice"], n_samples=spec["samples"], cases=[], notes=[])
-
-    def save():
-        with open(spec["out"], "w") as fh:
-            json.dump(out, fh, indent=1)
-
-    r = build(Recipe(lattice=spec["lattice"], samples=spec["samples"]))
-    vmc, p = r.vmc, r.state.params
-    samples, lp, _ = jax.block_until_ready(
-        jax.jit(lambda st, q: vmc.sampler.sample(st, q, spec["samples"]))(r.state.sampler, p))
-    out.update(n_params=int(r.n_params), n_sites=int(r.lattice.n_sites))
-    device = jax.devices()[0]
-    stats0 = _device_stats(device)
-    out["device_kind"], out["bytes_limit"] = device.device_kind, (stats0 or {}).get("bytes_limit")
-    save()
-    cases = []
-    # the library's own chunk first: what the budget leaves out is one of the others
-    for chunk in sorted(spec["chunks"], key=lambda c: c != "default"):
-        if time.time() > spec.get("compile_deadline", deadline):
-            out["notes"].append(f"deadline: chunk {chunk} and later not compiled")
-            break
-        v = vmc if chunk == "default" else dataclasses.replace(vmc, chunk_size=int(chunk))
-        le_chunk, jac_chunk = chunk_sizes(v, p)
-        programs = (("local_energy", jax.jit(v.local_energies), (p, samples, lp), le_chunk),
-                    ("jacobian", make_jacobian(derivative_form(v.log_psi), chunk_size=jac_chunk), (p, samples),
-                     jac_chunk))
-        for name, fn, fn_args, used in programs:
-            rec = dict(program=name, chunk=chunk, chunk_used=used)
-            try:
-                compiled = compile_part(fn, fn_args, rec)
-                rec.pop("dots", None)
-                cases.append((rec, compiled, fn_args))
-            except Exception as err:
-                rec["error"] = error_text(err)
-            out["cases"].append(rec)
-            save()
-    last_peak = (stats0 or {}).get("peak_bytes_in_use")
-    for rec, compiled, fn_args in sorted(cases, key=lambda c: (c[0]["memory"] or {}).get("total", 0)):
-        if time.time() > deadline:
-            rec["skipped"] = "deadline: not run"
-            continue
-        before = _device_stats(device)
-        try:
-            rec["time_s"] = timed(lambda: compiled(*fn_args), 1)[0]
-        except Exception as err:  # e.g. out of memory
-            rec["error"] = error_text(err)
-            save()
-            continue
-        after = _device_stats(device)
-        rec["bytes_in_use_before"] = (before or {}).get("bytes_in_use")
-        rec["peak_bytes_in_use"] = peak = (after or {}).get("peak_bytes_in_use")
-        rec["peak_rose"] = None if peak is None else bool(last_peak is None or peak > last_peak)
-        last_peak = peak if peak is not None else last_peak
-        save()
-    save()
-
-
-def _device_stats(device):
-    try:
-        return device.memory_stats()
-    except Exception:
-        return None
-
-
-def run_memory(args, budget_s: float, out_dir: str) -> dict:
-    path = os.path.join(out_dir, "memory.json")
-    start = time.time()
-    spec = dict(lattice=args.memory_lattice, samples=args.samples, chunks=args.memory_chunks,
-                deadline=start + budget_s, compile_deadline=start + MEMORY_COMPILE_SHARE * budget_s, out=path)
-    cmd = [sys.executable, os.path.abspath(__file__), "--_memory-worker", json.dumps(spec)]
-    out = {}
-    try:
-        proc = subprocess.run(cmd, timeout=budget_s + 20)
-        if proc.returncode:
-            out["error"] = f"worker exit status {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        out["error"] = f"worker killed after {budget_s + 20:.0f} s"
-    try:
-        with open(path) as fh:
-            out.update(json.load(fh))
-    except (OSError, ValueError) as err:
-        out.setdefault("error", f"no result file: {err}")
-    return out
-
-
-def memory_table(result: dict) -> list[str]:
-    def mib(x):
-        return "-" if x is None else f"{x / 2**20:.1f}"
-
-    lines = [f"# memory per chunk: {result.get('lattice')}, {result.get('n_samples')} samples, "
-             f"{result.get('device_kind')} (MiB per device; measured = peak_bytes_in_use, '<=' where it did not rise)",
-             f"{'program':>13} {'chunk':>8} {'used':>5} {'argument':>9} {'output':>8} {'temp':>9} {'total':>9} "
-             f"{'measured':>10} {'ms':>8}"]
-    for c in result.get("cases", []):
-        m = c.get("memory") or {}
-        meas = mib(c.get("peak_bytes_in_use"))
-        if c.get("peak_rose") is False:
-            meas = "<=" + meas
-        tail = c.get("error") or c.get("skipped") or ""
-        ms = "-" if c.get("time_s") is None else f"{c['time_s'] * 1e3:.1f}"
-        lines.append(f"{c['program']:>13} {str(c['chunk']):>8} {str(c.get('chunk_used')):>5} {mib(m.get('argument')):>9} "
-                     f"{mib(m.get('output')):>8} {mib(m.get('temp')):>9} {mib(m.get('total')):>9} {meas:>10} {ms:>8} "
-                     f"{tail}")
-    return lines
-
-
-# --------------------------------------------------------------------------- #
-# parts 3 and 4: vmc_scale and W1, in this process                             #
-# --------------------------------------------------------------------------- #
 
 
 def run_scale(args, budget_s: float, plot_path: str | None, peaks: dict | None = None) -> dict:
@@ -549,15 +273,10 @@ def run_w1(args, budget_s: float) -> dict:
     return dict(n_samples=args.samples, repeats=args.repeats, rows=rows)
 
 
-# --------------------------------------------------------------------------- #
-# driver                                                                       #
-# --------------------------------------------------------------------------- #
-
-
 def output_path(quick: bool, json_path: str | None) -> str | None:
     """The JSON to write: the given path; without one the default on a full run, none on a
     quick one (a quick run never replaces the results)."""
-    return json_path or (None if quick else DEFAULT_JSON)
+    return _output_path(quick, json_path, DEFAULT_JSON)
 
 
 QUICK_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
@@ -592,11 +311,10 @@ def main(argv=None):
     budgets = dict(train=args.train_budget_s, sharding=args.sharding_budget_s, memory=args.memory_budget_s,
                    peaks=args.peaks_budget_s, scale=args.scale_budget_s, w1=args.w1_budget_s,
                    agreement=args.agreement_budget_s)
-    load_start = os.getloadavg()
+    load_start = load_average()
     print(f"# accelerator_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
           f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
-    command = "python benchmarks/accelerator_suite.py" + "".join(
-        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    command = command_line(__file__, argv)
     environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("QUANTAX_LITE_", "JAX_", "XLA_"))}
     result = dict(benchmark="accelerator_suite", command=command, environment=environment,
                   started_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t_start)), quick=args.quick,
@@ -666,15 +384,12 @@ def main(argv=None):
             result["parts"]["agreement"] = part
     if blas is not None:
         blas.restore_original_limits()
-    from _common import platform_info
-
-    result.update(platform_info(), load_average_end=os.getloadavg(), wall_s=round(time.time() - t_start, 1))
+    result.update(platform_info(), load_average_end=load_average(), wall_s=round(time.time() - t_start, 1))
     print(f"\n# accelerator_suite: {result['wall_s']:.0f} s; " + ", ".join(
         f"{n} {p.get('wall_s', 0):.0f} s" + (" (error)" if "error" in p else " (skipped)" if "skipped" in p else "")
         for n, p in result["parts"].items()))
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_result(json_path, result, __file__, argv, indent=1)
         print(f"wrote {json_path}" + "".join(f" and {p}" for p in plots.values() if p and os.path.exists(p)))
     else:
         print("quick run: no JSON written (give --json)")
