@@ -1,5 +1,6 @@
 """benchmarks/vmc_scale.py and benchmarks/accelerator_suite.py end to end in quick mode (on the CPU),
-and the FLOP count they share (benchmarks/_common.py)."""
+and the FLOP count they share (benchmarks/_common.py, the harness; its own tests:
+tests/test_benchmark_harness.py)."""
 import importlib.util
 import json
 import math
@@ -116,6 +117,10 @@ def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     assert proc.stdout.count("skipped: estimated") == 4  # progress lines and the table
     assert result["peak"]["peak_gflops"] > 0 and result["meta"]["jax"] == jax.__version__
     assert png.stat().st_size > 0
+    # the harness's fields (benchmarks/_common.py: stamp): the command that wrote it, and its meta
+    assert result["command"] == ("python benchmarks/vmc_scale.py --quick --budget-s 0 --json "
+                                 f"{shlex.quote(str(out))} --plot {shlex.quote(str(png))}")
+    assert len(result["meta"]["load_average"]) == 3 and len(result["meta"]["load_average_start"]) == 3
 
 
 def test_vmc_scale_measures_a_row_of_the_network_as_built(tmp_path):
@@ -464,7 +469,9 @@ def test_model_forward_quick_compares_variants_on_the_same_samples(tmp_path):
     out = tmp_path / "forward.json"
     proc = script("model_forward", "--quick", "--grad-samples", "0", "--json", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = json.loads(out.read_text())["rows"]
+    record = json.loads(out.read_text())
+    rows = record["rows"]
+    assert record["command"].startswith("python benchmarks/model_forward.py --quick") and record["meta"]["jax"]
     assert {(r["variant"], r["shard_batch"]) for r in rows} == {
         (v, sb) for v in ("full", "merged") for sb in (False, True)}
     compared = 0
@@ -725,6 +732,8 @@ def test_peers_quick_records_ours_and_the_peers_that_are_not_installed(tmp_path)
         assert rows[name]["status"] == expected, rows[name]
         assert f"{name:<13} not installed" in proc.stdout or expected == "measured"
     assert record["host"]["cpu_count"] == os.cpu_count()
+    assert record["command"] == f"python benchmarks/peers.py --quick --json {shlex.quote(str(out))}"
+    assert record["meta"]["backend"]  # the harness's fields
     default = BENCH / "results" / "peers.json"
     existed = default.exists()
     proc = script("peers", "--quick", "--only", "netket", timeout=120)
