@@ -204,7 +204,7 @@ def main(argv=None):
     powers, train_powers = (parse_powers(parser, name, getattr(args, name)) for name in ("powers", "train_powers"))
     json_path = args.json if args.json or args.quick else DEFAULT_JSON
     sys.path.insert(0, HERE)
-    from _common import platform_info
+    from _common import write_result
 
     from quantax_lite.cli import main as command
     from quantax_lite.driver.run_folder import list_checkpoints
@@ -239,8 +239,7 @@ def main(argv=None):
     loaded = load_run(out)
     t0 = time.perf_counter()
     result = compare(loaded.run, loaded.state.params, powers, samples, repeats, args.seed)
-    result.update(command="python benchmarks/sampling_power.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  meta=platform_info(), run=out, options=loaded.run.recipe.config(),
+    result.update(run=out, options=loaded.run.recipe.config(),
                   iteration=int(loaded.state.iteration), train_s=round(train_s, 2),
                   probe_s=round(time.perf_counter() - t0, 2), n_samples=samples, repeats=repeats)
     print(table(result))
@@ -248,9 +247,7 @@ def main(argv=None):
         result["training"] = train_on(options, out, os.path.join(args.out, "continued"), args.train_steps,
                                       train_powers)
     if json_path:
-        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_result(json_path, result, "sampling_power", argv)
         print(f"wrote {json_path}")
 
 

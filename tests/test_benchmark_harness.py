@@ -19,8 +19,6 @@ UNSTAMPED = {
                 "docs' ties read it as a list",
     "training_curve": "summaries of run folders keyed by run (each run folder names its own host), not a "
                       "measurement on this machine",
-    "sampling_power": "writes its command and meta itself (platform_info), as the harness does; to move onto "
-                      "write_result",
 }
 
 

@@ -51,6 +51,9 @@ PRESETS = types.MappingProxyType({
     "j1j2_6x6_deep_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=8, samples=4096,
                                symmetry="translations>full@6000", lr_half_life=2000.0, full_stage_samples=2048,
                                full_stage_lr=0.005, **_SPRING, eval_samples=32768),
+    "j1j2_6x6_deep_power_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=8, samples=4096, sampling_power=0.5,
+                                     symmetry="translations>full@3000", lr_half_life=2000.0, full_stage_samples=2048,
+                                     full_stage_lr=0.005, **_SPRING, eval_samples=32768),
     "heisenberg_triangular6x6_chip": dict(lattice="triangular:6x6", hamiltonian="heisenberg", channels=16, depth=6,
                                           samples=2048, symmetry="translations>full@1800", lr_half_life=1000.0,
                                           full_stage_samples=1024, full_stage_lr=0.01, **_SPRING,
@@ -63,7 +66,7 @@ ITERATIONS = types.MappingProxyType({
     "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
     "heisenberg_chain20": 1800, "heisenberg_6x6": 850, "j1j2_6x6": 800, "heisenberg_triangular6x6": 450,
     "heisenberg_kagome2x3": 400, "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500, "j1j2_6x6_deep_chip": 8000,
-    "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
+    "j1j2_6x6_deep_power_chip": 4000, "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
 })
 
 
