@@ -712,6 +712,7 @@ def test_peers_table_says_not_installed_and_failed():
     assert lines[4].startswith("quantax") and "failed: ImportError: x" in lines[4]
 
 
+@pytest.mark.slow  # end to end; the table and worker rows are tested without training
 def test_peers_quick_records_ours_and_the_peers_that_are_not_installed(tmp_path):
     """--quick: our W1 row measured in its own process (the W1 network: 2424 parameters);
     NetKet and Quantax rows 'not installed' where they do not import (CI), measured where
@@ -771,6 +772,7 @@ def test_reproducibility_comparisons_find_the_first_difference():
     assert not repro.compare_summaries(dict(energy=-1.0, iterations=4), dict(energy=-1.0, iterations=5))["identical"]
 
 
+@pytest.mark.slow  # end to end; bit-for-bit resumes are checked faster by test_cli.py's killed run and test_vmc.py
 def test_reproducibility_quick_runs_are_identical_and_resumed_equals_straight(tmp_path, capsys):
     repro = load("reproducibility")
     json_path = tmp_path / "r.json"
@@ -831,6 +833,7 @@ def test_error_text_and_last_line_of_empty_messages():
     assert common.last_line("a\nb\n\n") == "b" and common.last_line("  \n") is None and common.last_line(None) is None
 
 
+@pytest.mark.slow  # end to end (eight trainings); the refusals and table are tested without them
 def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
     """benchmarks/seed_spread.py: one run per seed and tuning record, each from its own seed
     (the runs differ), the "tpu" record really used (float32 device programs: the same seed's

@@ -116,6 +116,7 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path, capsys):
     assert sa["energy"] == sb["energy"]
 
 
+@pytest.mark.slow  # end to end; a time limit and its resume are checked faster by the accuracy windows test
 def test_time_limit_stops_with_a_checkpoint_and_resume_continues(tmp_path, capsys):
     """--time-limit ends training after the step during which it passes (here the first),
     with a checkpoint; the final estimate still runs and the summary says where the run

@@ -240,6 +240,7 @@ def test_measure_lanczos_of_an_exact_sum_run_equals_the_dense_value(tmp_path, ca
     assert "Lanczos" in printed and f"{lz['energy']:.6f}" in printed
 
 
+@pytest.mark.slow  # end to end; coverage of the sampled step is test_sampled_estimate_covers_the_exact_value, the command the exact-sum test
 def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, capsys):
     """`measure --lanczos` on a sampled run (chain of 8): the step from samples of its own
     state lies within four error bars of the dense Krylov energy of the run's network, and
