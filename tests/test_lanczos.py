@@ -270,3 +270,15 @@ def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, 
     assert lz["samples_from"] == "the Lanczos state's own |psi_b|^2" and lz["n_samples"] == 512
     assert 0 < lz["error"] and abs(lz["energy"] - e1) < 4 * lz["error"], (lz["energy"], e1, lz["error"])
     assert lz["from_psi_samples"]["n_samples"] == 512 and lz["energy"] < h1
+
+
+def test_non_finite_terms_give_no_step():
+    """A NaN or an infinity among the per-configuration terms is an error naming how many,
+    not a step of b = 0 with an energy of NaN (what a float32 overflow once wrote as null)."""
+    d, q = np.zeros(8), np.ones(8)
+    d[3] = np.nan
+    with pytest.raises(FloatingPointError, match="1 of 8 configurations"):
+        lanczos_from_terms(d, q, -1.0, n_chains=2)
+    q[5] = np.inf
+    with pytest.raises(FloatingPointError, match="2 of 8"):
+        lanczos_from_terms(d, q, -1.0, n_chains=2)

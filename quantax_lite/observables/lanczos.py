@@ -164,6 +164,10 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
     n = d.shape[0]
     if q.shape != (n,) or n == 0:
         raise ValueError(f"q: expected shape ({n},) like d, got {q.shape}")
+    bad = int(np.sum(~(np.isfinite(d) & np.isfinite(q))))
+    if bad:  # no step (b = 0, an energy of NaN) is reported from such terms
+        raise FloatingPointError(f"lanczos: {bad} of {n} configurations have a local energy or (H'^2 psi)/psi that "
+                                 "is not finite (psi vanishes or overflows there); no Lanczos step from them")
     try:
         c = float(sampled_beta)
     except (TypeError, ValueError):
