@@ -106,7 +106,7 @@ def measure(log_psi, params, samples, mesh, chunk_size, shard_batch, repeat=3, l
       log_psi, params: the network.
       samples: (N, n_sites) configurations placed sample-sharded on ``mesh``.
       mesh: the device mesh (its size is the device count D).
-      chunk_size: passed to ``quantax_lite.optimizer.log_derivatives``.
+      chunk_size: passed to ``quantax_lite.jacobian``.
       shard_batch, conv: the speed choices ``jacobian_shard_batch`` and ``conv_form`` the
         program is traced with (:func:`compile_jacobian`).
       repeat: timed calls after one warm-up call (the median is reported); a warm-up that

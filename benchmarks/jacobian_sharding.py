@@ -2,7 +2,7 @@
 
 What is measured. The per-sample Jacobian ``O = d log psi / d theta`` of the symmetrized
 periodic-conv network ``make_conv_nqs(Square(L), full_symmetry(Square(L)))``, computed by
-``quantax_lite.optimizer.log_derivatives(log_psi, params, samples, chunk_size=c)`` inside one ``jax.jit``
+``quantax_lite.jacobian(log_psi, params, samples, chunk_size=c)`` inside one ``jax.jit``
 traced in ``quantax_lite.utils.tuning.override(conv_form=conv, jacobian_shard_batch=...)``
 (the convolution form and the sharding mode are speed choices of the library, read when
 the program is traced), for

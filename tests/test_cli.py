@@ -318,12 +318,14 @@ def test_one_run_owns_its_folder_and_a_dead_owner_is_replaced(tmp_path, capsys):
         holder.kill()
         holder.wait()
         holder.stdout.close()
+    capsys.readouterr()
     assert main(SMALL + ["--iters", "2", "--out", out, "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "taking over the lock" in err and f"pid {holder.pid}" in err
     assert "stopped before its first checkpoint" in err and "--restart" in err
+    assert "taking over" not in err  # refused by reading the folder: its lock was not touched
     assert main(SMALL + ["--iters", "2", "--out", out, "--restart", "--eval-samples", "256"]) == 0
-    assert "taking over" not in capsys.readouterr().err  # the refused --resume released it cleanly
+    err = capsys.readouterr().err
+    assert "taking over the lock" in err and f"pid {holder.pid}" in err  # the dead owner's, named
     assert [r["iteration"] for r in _log(out)] == [1, 2]
     assert [os.path.basename(p) for p in list_checkpoints(out)] == ["checkpoint-00000002.npz"]
 

@@ -98,7 +98,7 @@ def test_train_measure_writes_strict_observables_and_a_short_table(trained):
     assert summary["staggered_magnetization_sq"] == pytest.approx(summary["s_pi_pi"] / 8, rel=1e-12)
     assert 0 < summary["n_observable_samples"] <= 256 and summary["n_observable_samples"] % 16 == 0
     assert f"{summary['s_pi_pi']:.4f}" in table and "S(π,π), m²" in table
-    assert len(table.strip().splitlines()) == 10
+    assert len(table.strip().splitlines()) == 11 and "E(σ²→0) fit" in table
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ from quantax_lite.cli.measure_run import every_configuration, measure_samples, o
 from quantax_lite.driver.memory import MemoryBudgetError
 from quantax_lite.recipes import AUTO_FIELDS, FIELDS_OF_EARLIER_RUNS, Recipe, build, switch_stage
 from quantax_lite.cli.report import finish_run, summary_of, write_observables, zero_variance_of_run
-from quantax_lite.driver.run_folder import check_writable, lock_run_folder, prepare_run_folder
+from quantax_lite.driver.run_folder import check_not_busy, check_writable, lock_run_folder, prepare_run_folder
 from quantax_lite.stats.chains import statistics
 from quantax_lite.driver.vmc import Diverged, energy_estimate, run
 from quantax_lite.driver.warm_start import check_source, describe_source, initial_parameters
@@ -259,6 +259,7 @@ def _check_folder(out: str, *, resume: bool, restart: bool, config: dict) -> Non
     is built (checked again under the folder's lock): a file in its place, a run there
     without ``resume`` or ``restart``, nothing (or another run) to resume."""
     if os.path.exists(out):
+        check_not_busy(out)  # a live run there: named before anything else is said of the folder
         check_writable(out)  # an existing folder: its probe file is removed again
     if not restart:  # without restart, prepare_run_folder only reads
         prepare_run_folder(out, resume=resume, restart=False, config=config, earlier=FIELDS_OF_EARLIER_RUNS)

@@ -33,6 +33,7 @@ from quantax_lite.utils.files import atomic_write
 
 __all__ = [
     "RunFolderBusy",
+    "check_not_busy",
     "lock_run_folder",
     "checkpoint_path",
     "list_checkpoints",
@@ -64,6 +65,26 @@ _NO_FLOCK = frozenset(getattr(errno, name) for name in ("ENOLCK", "EOPNOTSUPP", 
 
 class RunFolderBusy(RuntimeError):
     """Another live process holds the run folder's lock."""
+
+
+def check_not_busy(out_dir: str | os.PathLike) -> None:
+    """:class:`RunFolderBusy` naming the holder when a live process holds ``out_dir``'s lock;
+    reads only (no folder or lock file is created, nothing is written)."""
+    path = os.path.join(os.fspath(out_dir), LOCK_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # no lock file: nobody holds the folder
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                raise RunFolderBusy(f"{os.fspath(out_dir)} is in use by another run ({holder}); wait for it to "
+                                    "finish or choose another output folder.") from None
+    finally:
+        os.close(fd)  # releases a lock taken here
 
 
 @contextlib.contextmanager

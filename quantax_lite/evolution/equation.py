@@ -1,6 +1,6 @@
 """The TDVP equation from per-sample Jacobians and local energies.
 
-With O[s, k] = d log psi(s) / d theta_k (``quantax_lite.optimizer.log_derivatives``) and E_loc(s) the local
+With O[s, k] = d log psi(s) / d theta_k (``quantax_lite.jacobian``) and E_loc(s) the local
 energies, every row s weighs w_s (1/N for N samples of |psi|^2, the exact probability
 with exact sums). Centred and scaled,
 
