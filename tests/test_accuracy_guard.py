@@ -43,6 +43,9 @@ COMMON = dict(symmetry="full", sampling="exact_sum", precision="f64", lr=0.05, s
 ROUNDING = 1e-12  # relative: float64 sums of a few thousand terms
 
 
+# 100-200 exact-sum steps each; an exact-sum training to the exact energy by default:
+# test_network_registry's trainings, test_vit's, test_accelerator_precision's chain
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_exact_sum_training_reaches_its_measured_accuracy(name):
     fields, steps, measured, bound = CASES[name]

@@ -37,6 +37,21 @@ def script(name, *args, timeout=240):
                           timeout=timeout, env=env, cwd=BENCH.parent)
 
 
+
+def in_process(capsys, name, *args):
+    """A script's ``main(args)`` run in this process (no new interpreter and jax import):
+    ``(exit code, stdout, stderr)``. For refusals, which happen before any work; one case
+    of each script still runs as a user runs it (:func:`script`)."""
+    capsys.readouterr()
+    try:
+        code = load(name).main(list(args))
+        code = code if isinstance(code, int) else 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def positive(x):
     return x is not None and math.isfinite(x) and x > 0
 
@@ -123,6 +138,8 @@ def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     assert len(result["meta"]["load_average"]) == 3 and len(result["meta"]["load_average_start"]) == 3
 
 
+# slow: a benchmark's measured row end to end; its skip logic: test_vmc_scale_reports_rows_over_budget_as_skipped
+@pytest.mark.slow
 def test_vmc_scale_measures_a_row_of_the_network_as_built(tmp_path):
     """One measured row (not only skipped ones): its network's size is read from the
     network the recipe built (a refactor of the modules once broke it, on the chip only)."""
@@ -331,6 +348,7 @@ def test_accuracy_trains_an_accelerator_row_across_windows(tmp_path, monkeypatch
     assert accuracy.row_status(dict(judged, energy_per_site=-0.4960)) == "not met"
 
 
+@pytest.mark.slow  # a window's training; the windows: test_accuracy_trains_an_accelerator_row_across_windows
 def test_accuracy_keeps_a_window_whose_lanczos_step_fails(tmp_path, monkeypatch, capsys):
     """A Lanczos step that cannot run (its samples do not fit the run's chains) after a
     window: the window's training is still recorded and archived (the next window resumes
@@ -355,6 +373,8 @@ def test_accuracy_keeps_a_window_whose_lanczos_step_fails(tmp_path, monkeypatch,
     assert saved["iterations"] == 3 and "lanczos" not in saved
 
 
+# slow: five short trainings; the windows and their budget: test_accuracy_trains_an_accelerator_row_across_windows
+@pytest.mark.slow
 def test_accuracy_counts_a_warm_start_against_the_row_budget(tmp_path, monkeypatch, capsys):
     """A row started from another row's run (warm_start): the source's wall time, read when
     the row starts and kept in the row's folder, shortens the row's training limit and
@@ -463,6 +483,7 @@ def test_accuracy_refuses_accelerator_rows_on_a_cpu(capsys):
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.slow  # a benchmark's quick run in a fresh process
 def test_model_forward_quick_compares_variants_on_the_same_samples(tmp_path):
     """The full (576 images) and merged (16 images) networks, with and without shard_batch,
     evaluated on the same samples with the same parameters: log psi agrees to rounding."""
@@ -859,12 +880,14 @@ def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
         assert result["spread"][name] == dict(n=2, median=sum(errors) / 2, min=min(errors), max=max(errors))
 
 
-def test_seed_spread_refuses_what_it_cannot_run_before_training():
-    for argv, option in ((["--row", "nope"], "--row"), (["--seeds", "1", "1"], "--seeds"),
+def test_seed_spread_refuses_what_it_cannot_run_before_training(capsys):
+    done = script("seed_spread", "--row", "nope", timeout=60)
+    assert done.returncode == 2 and "error: --row" in done.stderr and "Traceback" not in done.stderr
+    for argv, option in ((["--seeds", "1", "1"], "--seeds"),
                          (["--iters", "0"], "--iters"), (["--tunings", "cpu", "cpu"], "--tunings"),
                          (["--row", "j1j2_6x6_chip"], "--row"), (["--", "--no-such-option"], "options after --")):
-        done = script("seed_spread", *argv, timeout=60)
-        assert done.returncode == 2 and f"error: {option}" in done.stderr and "Traceback" not in done.stderr
+        code, _, err = in_process(capsys, "seed_spread", *argv)
+        assert code == 2 and f"error: {option}" in err and "Traceback" not in err, err
 
 
 def _fake_run(folder, energies, walls, symmetry, n_sites=4, exact=-8.0):
@@ -877,7 +900,7 @@ def _fake_run(folder, energies, walls, symmetry, n_sites=4, exact=-8.0):
                                                      "exact_energy": exact}))
 
 
-def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, rng):
+def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, rng, capsys):
     """Stages from the run's symmetry, windows where the logged clock starts again, block
     means and their errors as numpy gives them, step times without the steps that start a
     window or a stage; an archive as accuracy.py packs it reads as its folders; a folder
@@ -926,12 +949,12 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
                       ([str(packed), str(tmp_path / "runs")], "two runs named a"),
                       ([str(tmp_path / "runs"), "--block", "0"], "block"),
                       ([str(packed), "--json", str(tmp_path / "no" / "c.json")], "--json: cannot write")):
-        done = script("training_curve", *bad)
-        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-        assert says in done.stderr and "Traceback" not in done.stderr
+        code, _, err = in_process(capsys, "training_curve", *bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert says in err and "Traceback" not in err
 
 
-def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng):
+def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng, capsys):
     """The run's network, samples per step and last estimate from fresh samples come from its
     summary (the relative error's error is the energy's over |exact|); a run stopped before
     its estimate has none."""
@@ -956,8 +979,8 @@ def test_training_curve_reports_the_network_and_the_final_estimate(tmp_path, rng
     unknown = dict(summary, exact_energy=None)  # a lattice without an exact energy (10x10): no relative error bar
     assert curve.final_estimate(unknown)["relative_error_bar"] is None
     summary_path.write_text(json.dumps(dict(summary, energy_error=None)))
-    done = script("training_curve", str(tmp_path / "v"))
-    assert done.returncode == 0 and f"{(energy + 8.0) / 8.0:.3g} (16384 fresh samples)" in done.stdout, done.stdout
+    code, out, _ = in_process(capsys, "training_curve", str(tmp_path / "v"))
+    assert code == 0 and f"{(energy + 8.0) / 8.0:.3g} (16384 fresh samples)" in out, out
 
 
 @pytest.mark.slow  # trains a chain of 8 for 20 steps, then the step two ways (about a minute)
@@ -976,12 +999,17 @@ def test_lanczos_quick_compares_sampled_steps_with_the_dense_ones(tmp_path):
     assert "one step from samples of psi_b" in proc.stdout and result["command"].startswith("python benchmarks/lanczos.py")
 
 
-def test_lanczos_refuses_bad_options_in_one_line(tmp_path):
-    for args, option in ((["--iters", "0"], "--iters"), (["--run", str(tmp_path / "none")], "--run"),
-                         (["--row", "no_such_row", "--iters", "1"], "--row")):
-        proc = script("lanczos", *args, "--json", str(tmp_path / "x.json"), "--out", str(tmp_path / "r"), timeout=120)
-        assert proc.returncode == 2, (args, proc.stderr[-2000:])
-        assert option in proc.stderr.strip().splitlines()[-1]
+def test_lanczos_refuses_bad_options_in_one_line(tmp_path, capsys):
+    for k, (args, option) in enumerate(((["--iters", "0"], "--iters"), (["--run", str(tmp_path / "none")], "--run"),
+                                        (["--row", "no_such_row", "--iters", "1"], "--row"))):
+        args = [*args, "--json", str(tmp_path / "x.json"), "--out", str(tmp_path / "r")]
+        if k == 0:  # as a user runs it
+            proc = script("lanczos", *args, timeout=120)
+            code, err = proc.returncode, proc.stderr
+        else:
+            code, _, err = in_process(capsys, "lanczos", *args)
+        assert code == 2, (args, err[-2000:])
+        assert option in err.strip().splitlines()[-1]
         assert not (tmp_path / "x.json").exists()
 
 

@@ -191,6 +191,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert "--channels 8 (was 4)" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # trainings from the command; a changed option on resume: test_resume_with_changed_options_is_refused
 def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_path, capsys):
     """auto picks the 120-degree rule on kagome:2x2; a run from before the option (no
     rule) resumes only with --phase-rule none, and the summary names the rule."""

@@ -156,6 +156,7 @@ def test_field_errors_map_to_options(err, line):
     assert cli._message(err).startswith(line)
 
 
+@pytest.mark.slow  # a training to see one warning; the lock itself: test_cli's folder tests
 def test_a_file_system_without_flock_trains_with_one_warning(tmp_path, monkeypatch, capsys):
     """A cluster file system without flock (ENOLCK): the run goes on without the folder's
     lock, after one warning line, and writes its summary."""

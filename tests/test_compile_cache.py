@@ -66,6 +66,7 @@ print(json.dumps(dict(status=status, hits=hits.count("/jax/compilation_cache/cac
 """
 
 
+@pytest.mark.slow  # two trainings in fresh processes; the folder rules are the fast tests above
 def test_a_second_run_loads_its_programs_and_computes_the_same(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     # every program stored, however quickly it compiles: the second run then loads them all

@@ -193,6 +193,7 @@ def test_resolution_errors_name_the_field():
         Recipe(lattice="4x4", channels="wide")
 
 
+@pytest.mark.slow  # a training; the sector's choice: the tests above
 def test_a_short_default_run_trains_below_the_trivial_sector():
     """triangular 4x3 with the recipe's defaults (sector, network, optimizer all 'auto'),
     by exact sums: 40 steps take the energy below the lowest energy of the trivial sector,

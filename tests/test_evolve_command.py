@@ -51,6 +51,8 @@ def test_a_quench_follows_the_exact_evolution(quench):
     assert list_checkpoints(quench)
 
 
+# slow: two evolutions from the command; the bit-for-bit resume: test_tdvp's test_a_sampled_evolution_resumes_bit_for_bit
+@pytest.mark.slow
 def test_a_resumed_evolution_continues_bit_for_bit(quench, tmp_path):
     """Stopped at t = 1/16 and resumed to 1/8: the same checkpoint and log as one run."""
     out = tmp_path / "split"

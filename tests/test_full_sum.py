@@ -278,6 +278,8 @@ class _OneSiteField:
         return self.ham.to_sparse(states) + sp.diags(0.3 * np.asarray(states[:, 0], float))
 
 
+# slow: end to end; exact sums in the step: test_vmc_step_with_exact_sums, from the command: test_lanczos's exact-sum run
+@pytest.mark.slow
 def test_exact_sum_run_from_the_command(tmp_path, capsys):
     """``--sampling exact_sum`` with a staged symmetry: the log's energies have error 0,
     the summary's energy is the dense <psi|H|psi> of the saved parameters (after the switch

@@ -27,6 +27,7 @@ from quantax_lite.models import (
 from quantax_lite.geometry import symmetry as qsym
 from quantax_lite.utils import tuning
 from quantax_lite.utils import chunk_map
+from grid import covering, keeping
 
 KEY = jax.random.PRNGKey(0)
 TINY64 = np.log(np.finfo(np.float64).tiny)
@@ -135,8 +136,8 @@ def conv_reference(x, kernel, bias, shape):
     return out + bias
 
 
-@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4), ((3,), 7), ((2, 3), 2)])
-@pytest.mark.parametrize("conv", tuning.CONV_FORMS)
+@pytest.mark.parametrize(*covering(("shape,k", [((3, 4), 3), ((5,), 4), ((3,), 7), ((2, 3), 2)]),
+                                    ("conv", tuning.CONV_FORMS)))
 def test_periodic_conv_matches_loop(rng, shape, k, conv):
     layer = PeriodicConv(3, k, shape, dtype=jnp.float64)
     x = rng.normal(size=(2, *shape, 2))
@@ -207,9 +208,9 @@ def jitted(model, method=None):
     return jax.jit(functools.partial(model.apply, method=method) if method else model.apply)
 
 
-@pytest.mark.parametrize("norm", ["none", "layer"])
-@pytest.mark.parametrize("other", ["lax", "lax_patch", "lax_gather", "dense", "banded"])
-@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((6,), 5)])
+@pytest.mark.parametrize(*covering(("shape,k", [((3, 4), 3), ((6,), 5)]),
+                                    ("other", ["lax", "lax_patch", "lax_gather", "dense", "banded"]),
+                                    ("norm", ["none", "layer"])))
 def test_conv_forms_agree(rng, shape, k, other, norm):
     # (the dense form runs on channel-major maps internally, the others channels-last)
     n = int(np.prod(shape))
@@ -239,9 +240,9 @@ def test_conv_forms_agree(rng, shape, k, other, norm):
         np.testing.assert_allclose(a, b, atol=1e-11)
 
 
-@pytest.mark.parametrize("norm", ["none", "layer"])
-@pytest.mark.parametrize("form", ["dense", "lax_patch", "lax_gather", "banded"])
-@pytest.mark.parametrize("shape,k", [((3, 4), 3), ((5,), 4)])
+@pytest.mark.parametrize(*covering(("shape,k", [((3, 4), 3), ((5,), 4)]),
+                                    ("form", ["dense", "lax_patch", "lax_gather", "banded"]),
+                                    ("norm", ["none", "layer"])))
 def test_custom_jvp_forms_derivatives(rng, shape, k, form, norm):
     """The custom JVPs of the dense, lax_patch and lax_gather forms: per-sample gradients
     (reverse mode) and forward-mode derivatives equal those of the gather form, in both
@@ -770,7 +771,7 @@ SPIN_CHECK_MODELS = {
 }
 
 
-@pytest.mark.parametrize("name", list(SPIN_CHECK_MODELS))
+@pytest.mark.parametrize("name", keeping(list(SPIN_CHECK_MODELS), keep=(0, 2, 4)))
 def test_apply_rejects_non_spin_configurations(rng, name):
     model, n = SPIN_CHECK_MODELS[name]()
     s = random_spins(rng, n, int(rng.integers(2, 6)))

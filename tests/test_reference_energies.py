@@ -33,8 +33,9 @@ from quantax_lite.geometry.lattice import parse_lattice
 
 # above this many sites exact diagonalization is out of reach here
 ED_SITES = 24
-# ... and above this it takes minutes (24 sites: ~2.7 million configurations at Sz = 0)
-DEFAULT_RUN_SITES = 20
+# ... and above this it takes seconds to minutes (24 sites: ~2.7 million configurations at
+# Sz = 0): slow, checked by `pytest -m slow`
+DEFAULT_RUN_SITES = 16
 
 # Values from the literature (spin-1/2 units, per site), with their sources.
 LITERATURE = {

@@ -663,3 +663,29 @@ def test_metropolis_with_a_power_matches_psi_to_that_power():
 def test_a_power_outside_zero_one_is_refused(power):
     with pytest.raises((ValueError, TypeError), match="power"):
         MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, 4, power=power)
+
+
+def test_draws_at_power_one_from_chains_of_a_lower_power_thermalize_them_first():
+    """``draw_samples`` of a driver that trains on |psi|^(2a) draws |psi|^2 from the same
+    chains: thermalized again at power 1 first, so even one sample per chain after one
+    move is a sample of |psi|^2 (chi-square; before, such draws kept the broad |psi|^(2a))."""
+    from types import SimpleNamespace
+
+    from quantax_lite.driver.draws import draw_samples
+
+    lattice = Chain(6)
+    n, n_chains = lattice.n_sites, 2048
+    params = random_params(3, n, scale=0.3)
+    sampler = MetropolisSampler(log_psi, LocalFlip(), n_chains, n, sweep_size=1, n_thermalize=3000, power=0.1)
+    _, _, chains = sampler.sample(sampler.init(jax.random.key(5), params), params, n_chains)  # at home in |psi|^0.2
+    vmc = SimpleNamespace(sampler=sampler, n_samples=n_chains)
+    samples, _, _, _ = draw_samples(vmc, chains, params, n_chains, local_energies=False)
+    states, p = exact_distribution(params, n, None)
+    codes = {tuple(x): i for i, x in enumerate(states)}
+    counts = np.bincount([codes[tuple(x)] for x in np.asarray(samples)], minlength=len(states))
+    big = p * n_chains > 5  # the rare states lumped into one bin
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = np.append(p[big], p[~big].sum()) * n_chains
+    assert chisquare(observed, expected).pvalue > P_MIN
+    p_low = p**0.1 / np.sum(p**0.1)  # and the test can fail: the broad distribution is far from |psi|^2
+    assert chisquare(observed, np.append(p_low[big], p_low[~big].sum()) * n_chains).pvalue < P_MIN

@@ -140,6 +140,8 @@ def test_stages_whose_networks_differ_are_refused(monkeypatch):
     build(dataclasses.replace(recipe, symmetry="translations"))  # one stage: nothing to compare
 
 
+# slow: a training; the switch keeps the state (test_switch_keeps_the_state...) and a resumed full stage its trajectory (test_spring_run_resumed...)
+@pytest.mark.slow
 def test_staged_j1j2_training_with_exact_sampling_reaches_the_exact_energy():
     """The 8-site J1-J2 chain (J2 = 0.5, exact -3.0) with exact sampling: 20 steps with the
     translations, then 20 with the full group from the same parameters. At the switch the
@@ -317,6 +319,7 @@ def test_full_stage_options_on_the_command_line(capsys):
     assert "--full-stage-lr" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # trainings; the switch keeps the state: test_switch_keeps_the_state_and_recomputes_the_chains_log_psi
 def test_spring_run_resumed_inside_the_full_stage_stays_on_its_trajectory(tmp_path):
     """What a frustrated chip row does between windows: SPRING momentum, the full group
     from step 3, the run stopped at its checkpoint of step 4 (one step into the full stage,

@@ -94,6 +94,7 @@ def test_initial_parameters_match_by_path_on_another_lattice(source):
     assert err.value.field == "init_from"
 
 
+@pytest.mark.slow  # a third training; a resumed run continues from its checkpoint: test_vmc, test_cli
 def test_a_resumed_warm_start_continues_from_its_own_checkpoint(source, tmp_path):
     """Resumed without --init-from (its checkpoints say where it started): the steps of an
     uninterrupted warm-started run, not a second warm start."""
@@ -139,6 +140,7 @@ def test_what_cannot_be_warm_started_is_refused_naming_init_from(source, tmp_pat
     assert list_checkpoints(source)  # the source is untouched
 
 
+@pytest.mark.slow  # trainings from the command; --init-from's bad values: test_option_errors
 def test_the_command_takes_init_from_and_names_it_in_errors(source, tmp_path, capsys):
     out = str(tmp_path / "command")
     assert main(SMALL + ["--lattice", "chain:12", "--iters", "1", "--out", out, "--init-from", source]) == 0

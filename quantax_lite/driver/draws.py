@@ -4,7 +4,7 @@
 most a step's samples, so the memory is that of a training step; the same local
 energies) and keeps the samples, so that observables can be measured on them. They are
 samples of |psi|^2 also when the driver trains on samples of |psi|^(2 power)
-(``MetropolisSampler(power=...)``): the same chains, at power 1.
+(``MetropolisSampler(power=...)``): the same chains, thermalized again at power 1.
 """
 from __future__ import annotations
 
@@ -30,12 +30,15 @@ def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = 
     if n_samples % block:
         raise ValueError(f"n_samples: {n_samples} must be a multiple of the step's {block} samples.")
     sampler = vmc.sampler
-    if getattr(sampler, "power", 1.0) != 1.0:  # a driver that trains on |psi|^(2 power): |psi|^2 here
+    # a driver that trains on |psi|^(2 power): |psi|^2 here, from chains at home in
+    # |psi|^(2 power), so the first block thermalizes them again
+    rethermalize = getattr(sampler, "power", 1.0) != 1.0
+    if rethermalize:
         sampler = dataclasses.replace(sampler, power=1.0)
     n_chains = sampler.n_chains
     parts, n_blocks = [], n_samples // block
     for i in range(n_blocks):
-        s, lp, chains = sampler.sample(chains, params, block)
+        s, lp, chains = sampler.sample(chains, params, block, thermalize=True if rethermalize and i == 0 else None)
         e = vmc.local_energies(params, s, lp) if local_energies else jnp.zeros(block)
         parts.append((per_chain(s, n_chains), per_chain(lp, n_chains), per_chain(e, n_chains)))
         if progress is not None:

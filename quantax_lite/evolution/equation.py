@@ -69,7 +69,7 @@ class TDVPEquation:
 
 
 def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None = None,
-                  real_params: bool = True, imaginary: bool = False) -> TDVPEquation:
+                  real_params: bool = True, imaginary: bool = False, exact: bool | None = None) -> TDVPEquation:
     """The TDVP equation of one batch (jittable).
 
     Args:
@@ -77,9 +77,12 @@ def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None
         column order of ``ravel_pytree(params)``.
       e_loc: (N,) local energies (energy units).
       weights: None (N samples of |psi|^2, each weighing 1/N) or (N,) probabilities summing
-        to 1 (exact sums, e.g. ``FullSumSampler.probabilities``).
+        to 1 (exact sums, e.g. ``FullSumSampler.probabilities``, or the importance weights
+        of samples of |psi|^(2a), :func:`~quantax_lite.driver.vmc.importance_weights`).
       real_params: real parameters: solve the real part of the equation.
       imaginary: imaginary time (S θ̇ = -F) instead of real time (S θ̇ = -i F).
+      exact: whether the rows are exact sums (no noise); default: whether ``weights`` is
+        given (pass False for importance weights of samples).
     Returns:
       A :class:`TDVPEquation`; θ̇ has units of 1/time (energy, with hbar = 1).
     """
@@ -88,7 +91,7 @@ def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None
     n = jac.shape[0]
     wide = tuning.wide_dtype()
     cwide = tuning.wide_dtype(jnp.complex64)
-    exact = weights is not None
+    exact = weights is not None if exact is None else bool(exact)
     w = jnp.full((n,), 1.0 / n, wide) if weights is None else jnp.asarray(weights, wide)
     o = jac.astype(cwide if jnp.iscomplexobj(jac) else wide)
     e = e_loc.astype(cwide)

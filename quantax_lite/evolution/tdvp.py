@@ -28,7 +28,8 @@ from quantax_lite.operators.hamiltonian import SpinHamiltonian, make_local_energ
 from quantax_lite.sampler import Sampler, per_chain
 from quantax_lite.sampler.full_sum import row_local_energies
 from quantax_lite.optimizer.stochastic_reconfiguration import unravel_like
-from quantax_lite.stats.chains import exact_statistics, statistics
+from quantax_lite.stats.chains import exact_statistics, statistics, weighted_statistics
+from quantax_lite.driver.vmc import importance_weights
 from quantax_lite.utils import replicate
 from .equation import residual, s_norm, tdvp_equation
 from .integrators import RK4, Adaptive, Euler, Heun, next_dt, rk_stages
@@ -75,7 +76,8 @@ class TDVP:
 
     hamiltonian: the :class:`~quantax_lite.operators.hamiltonian.SpinHamiltonian` of the evolution.
     sampler: a :class:`~quantax_lite.sampler.Sampler` of the wavefunction (Metropolis:
-      samples; :class:`~quantax_lite.sampler.FullSumSampler`: exact sums, no noise).
+      samples, of |psi|^(2a) with ``MetropolisSampler(power=a)``, each then weighing
+      |psi|^(2 - 2a); :class:`~quantax_lite.sampler.FullSumSampler`: exact sums, no noise).
     n_samples: samples per evaluation of the equation (a multiple of ``sampler.n_chains``);
       None (or the rows) with exact sums.
     integrator: :class:`Euler`, :class:`Heun`, :class:`RK4` (fixed steps) or
@@ -138,6 +140,13 @@ class TDVP:
         return self._tuning
 
     @property
+    def sampling_power(self) -> float:
+        """The power ``a`` of the sampled |psi|^(2a) (1: |psi|^2; the sampler's ``power``).
+        Below 1 each sample weighs |psi|^(2 - 2a) in the equation and the energy: the
+        configurations where |psi| is small, which |psi|^2 rarely draws, are seen."""
+        return float(getattr(self.sampler, "power", 1.0))
+
+    @property
     def exact(self) -> bool:
         """Whether the sampler gives exact sums (rows with weights) instead of samples."""
         return bool(getattr(self.sampler, "exact", False))
@@ -187,7 +196,8 @@ class TDVP:
             chains = sampler_state
         else:
             samples, log_psi_s, chains = self.sampler.sample(sampler_state, params, self.n_samples)
-            weights = None
+            # samples of |psi|^(2a), a < 1: each weighs |psi|^(2 - 2a) (self-normalized)
+            weights = importance_weights(log_psi_s, self.sampling_power) if self.sampling_power != 1.0 else None
         if self._hamiltonian_rows is not None:
             index, values = self._hamiltonian_rows
             e_loc = row_local_energies(index, np.asarray(values, tuning.wide_dtype(values.dtype)), log_psi_s)
@@ -196,7 +206,8 @@ class TDVP:
         log_psi = self.sampler.log_psi if holomorphic else derivative_form(self.sampler.log_psi)
         jac = jacobian(log_psi, params, samples, chunk_size=self.chunk_size, mesh=self.sampler.resolved_mesh(),
                        holomorphic=holomorphic)
-        eq = tdvp_equation(jac, e_loc, weights=weights, real_params=not holomorphic, imaginary=bool(self.imaginary))
+        eq = tdvp_equation(jac, e_loc, weights=weights, real_params=not holomorphic, imaginary=bool(self.imaginary),
+                           exact=self.exact)
         return eq, e_loc, weights, chains
 
     def _derivative(self, template):
@@ -206,10 +217,13 @@ class TDVP:
             params = unravel_like(y, template)
             eq, e_loc, weights, chains = self.equation(params, chains)
             theta_dot, info = self.regularization.solve(eq)
+            n_chains = self.sampler.n_chains
             if self.exact:
                 stats = exact_statistics(e_loc, weights)
+            elif weights is not None:
+                stats = weighted_statistics(per_chain(e_loc, n_chains), per_chain(weights, n_chains))
             else:
-                stats = statistics(per_chain(e_loc, self.sampler.n_chains))
+                stats = statistics(per_chain(e_loc, n_chains))
             aux = dict(energy=eq.energy, energy_error=stats.error_of_mean, variance=eq.variance,
                        residual=residual(eq, theta_dot), kept=info["kept"], s=eq.s)
             return theta_dot, aux, chains
