@@ -33,7 +33,7 @@ from quantax_lite.optimizer.log_derivatives import jacobian  # noqa: E402
 
 def measure(L, dtype, form, batch, n_jac, repeats, rng):
     lattice = Square(L)
-    model = make_conv_nqs(lattice, translations(lattice), dtype=dtype, complex_output=False)
+    model = make_conv_nqs(lattice, translations(lattice), dtype=dtype, amplitude="positive")
     s = jnp.asarray(rng.choice(np.array([-1, 1], np.int8), size=(batch, lattice.n_sites)))
     params = model.init(jax.random.PRNGKey(0), s[:1])
     with tuning.override(conv_form=form):  # traced here: fresh functions per form

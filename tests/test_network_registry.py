@@ -383,3 +383,33 @@ def test_an_open_lattice_trains_with_a_network_that_needs_no_periodic_grid():
     assert _trained_relative_error(recipe, 150) < 3e-5  # measured 2.9e-6
     with pytest.raises(ValueError, match="^lattice: periodic convolutions need periodic boundaries"):
         build(Recipe(lattice=Chain(8, pbc=False), symmetry="none"))
+
+
+def test_make_conv_nqs_takes_the_registry_options_and_its_older_keywords():
+    """``make_conv_nqs(lattice, g, ConvOptions(...) or a mapping, amplitude=...)`` is the
+    network of the older keywords (channels=..., complex_output / signed) parameter for
+    parameter; unknown keywords, an unknown amplitude and both spellings at once are refused
+    naming them."""
+    from quantax_lite.models import ConvOptions, make_conv_nqs
+
+    lattice = Chain(6)
+    group = sym.translations(lattice)
+    s = jnp.asarray(np.random.default_rng(3).choice(np.array([-1, 1], np.int8), size=(4, 6)))
+    for amplitude, legacy in (("complex", {}), ("positive", dict(complex_output=False)),
+                              ("signed", dict(signed=True))):
+        nets = [make_conv_nqs(lattice, group, ConvOptions(channels=3, depth=1), amplitude=amplitude),
+                make_conv_nqs(lattice, group, {"channels": 3, "depth": 1}, amplitude=amplitude),
+                make_conv_nqs(lattice, group, channels=3, depth=1, **legacy)]
+        params = [m.init(jax.random.key(0), s) for m in nets]
+        for m, p in zip(nets[1:], params[1:]):
+            assert _flat(p).keys() == _flat(params[0]).keys()
+            assert all(np.array_equal(_flat(p)[k], _flat(params[0])[k]) for k in _flat(p))
+            np.testing.assert_array_equal(np.asarray(m.apply(p, s)), np.asarray(nets[0].apply(params[0], s)))
+    with pytest.raises(TypeError, match="unexpected keyword 'chanels'"):
+        make_conv_nqs(lattice, group, chanels=3)
+    with pytest.raises(ValueError, match="^amplitude: expected one of"):
+        make_conv_nqs(lattice, group, amplitude="real")
+    with pytest.raises(ValueError, match="^amplitude: give the amplitude or complex_output"):
+        make_conv_nqs(lattice, group, amplitude="signed", complex_output=True)
+    with pytest.raises(ValueError, match="^network_options: depth"):
+        make_conv_nqs(lattice, group, {"depth": -1})

@@ -1,6 +1,8 @@
 """Ready-made neural quantum states for a lattice and a symmetry sector, and parameter counts."""
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +12,7 @@ from quantax_lite.utils.validate import finite_number
 from quantax_lite.operators.sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
 from quantax_lite.geometry.symmetry import Symmetry
 from .conv import ConvOptions, ConvResNet, default_conv_architecture
-from .heads import Head, Network, PhaseRule
+from .heads import HEAD_KINDS, Head, Network, PhaseRule
 from .rbm import RBM
 from .registry import network_entry, network_options
 from .symmetrize import Symmetrized, group_table, merge_translation_images, translation_perms
@@ -151,21 +153,11 @@ def _lattice_table(lattice, symmetry):
     return _symmetry_table(lattice, symmetry)
 
 
-def make_conv_nqs(
-    lattice,
-    symmetry=None,
-    channels: int | None = None,
-    depth: int | None = None,
-    kernel_size: int | None = None,
-    dtype=jnp.float64,
-    readout: str | None = None,
-    complex_output: bool = True,
-    signed: bool = False,
-    norm: str = "none",
-    final_scale: float | None = None,
-    site_phases=None,
-):
-    """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``.
+def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "complex", readout: str | None = None,
+                  site_phases=None, final_scale: float | None = None, dtype=jnp.float64, **keywords):
+    """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``
+    (the registry's ``"conv"`` network, :func:`make_network`, returned as the bare
+    :class:`ConvResNet` when ``symmetry`` is None).
 
     Args:
       lattice: a periodic ``Lattice`` (``shape`` in cells, ``n_basis`` sites per cell,
@@ -174,9 +166,15 @@ def make_conv_nqs(
       symmetry: a ``Symmetry`` (``perms``, ``flips``, ``characters``) or None (no projection:
         the bare :class:`ConvResNet` is returned); one built for another lattice (its
         ``lattice`` attribute) raises ValueError.
-      channels, depth, kernel_size: architecture; None takes
-        :func:`default_conv_architecture`.
-      dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
+      options: :class:`ConvOptions` or a mapping of its fields (``channels``, ``depth``,
+        ``kernel_size``, ``norm``; None: :func:`default_conv_architecture`). The fields may
+        also be given as keywords (``make_conv_nqs(lattice, g, channels=8, depth=2)``).
+      amplitude: the head, ``"complex"`` (default: complex log-amplitudes), ``"positive"``
+        (a positive wavefunction, real log psi, for sign-free ground states, only in a
+        sector whose characters are all 1) or ``"signed"`` (a real wavefunction with a
+        learned sign, see :class:`ConvResNet`; its derivatives are those of
+        ``real(log psi)``, :func:`derivative_form`). The keywords ``complex_output`` and
+        ``signed`` of earlier versions still choose it.
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"plane_wave"`` (``psi_0`` a
         momentum eigenstate, with the momentum of the translations in ``symmetry``),
         ``"origin"``, or None: ``"sum"`` unless the characters cancel on every class of
@@ -186,15 +184,6 @@ def make_conv_nqs(
         group elements that differ by a translation by whole cells give the same image up
         to a known factor, and the network is evaluated on one image per coset
         (:func:`merge_translation_images`; same log psi up to rounding).
-
-      complex_output: complex log-amplitudes (default); False: a positive wavefunction
-        (real log psi) for sign-free ground states, only in a sector whose characters
-        are all 1.
-      signed: a real wavefunction with a learned sign (see :class:`ConvResNet`); its
-        derivatives are those of ``real(log psi)`` (the driver differentiates the real
-        part only: :func:`derivative_form`).
-      norm: ``"none"`` (default) or ``"layer"`` (a LayerNorm over the channels before
-        every activation; see :class:`ConvResNet`).
       final_scale: scale of the readout initialization (None: :class:`ConvResNet`'s
         1e-2, a nearly uniform initial state). A frustrated Heisenberg model without a
         sign rule needs an order-one value: there the uniform state of the Sz = 0 sector
@@ -208,22 +197,51 @@ def make_conv_nqs(
         are then equal in the magnetization sectors where ``c * n_down`` is a multiple
         of ``2 pi`` (for the 120-degree rule: ``n_down`` divisible by 3), which the
         caller chooses (:class:`~quantax_lite.recipes.Recipe` checks it).
+      dtype: ``jnp.float64`` (default) or ``jnp.float32``: parameters and compute.
 
     Returns a flax module: ``params = model.init(key, s)``, ``model.apply(params, s) -> (batch,)``
     complex128 (float64) or complex64 (float32).
     """
+    options, amplitude, named = _conv_options(options, amplitude, keywords)
+    complex_output, signed = amplitude != "positive", amplitude == "signed"
     table = _lattice_table(lattice, symmetry)
-    arch = ConvOptions(channels, depth, kernel_size, norm).architecture(lattice)
+    arch = options.architecture(lattice)
     if final_scale is not None:
         arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
-    kind = "positive" if not complex_output else "signed" if signed else "complex"
 
     def base(readout, cell_phases):
         return ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout, complex_output=complex_output,
-                          signed=signed, norm=norm, n_basis=int(getattr(lattice, "n_basis", 1)),
+                          signed=signed, norm=options.norm, n_basis=int(getattr(lattice, "n_basis", 1)),
                           site_phases=site_phases, cell_phases=cell_phases, **arch)
 
-    return project(lattice, table, base, readout, kind, site_phases, amplitude_name="complex_output")
+    return project(lattice, table, base, readout, amplitude, site_phases, amplitude_name=named)
+
+
+def _conv_options(options, amplitude, keywords) -> tuple[ConvOptions, str, str]:
+    """``(ConvOptions, amplitude, the argument that named it)`` from :func:`make_conv_nqs`'s
+    arguments: ``options`` with the fields given as keywords, and the amplitude (or the
+    older ``complex_output`` / ``signed`` keywords)."""
+    keywords = dict(keywords)
+    legacy = {k: keywords.pop(k) for k in ("complex_output", "signed") if k in keywords}
+    fields = {f.name for f in dataclasses.fields(ConvOptions)}
+    unknown = sorted(set(keywords) - fields)
+    if unknown:
+        raise TypeError(f"make_conv_nqs: unexpected keyword {unknown[0]!r} (the options are "
+                        f"{', '.join(sorted(fields))}; amplitude, readout, site_phases, final_scale, dtype)")
+    options = network_options("conv", options)
+    if keywords:
+        options = dataclasses.replace(options, **keywords)
+    if amplitude not in HEAD_KINDS:
+        raise ValueError(f"amplitude: expected one of {', '.join(HEAD_KINDS)}, got {amplitude!r}")
+    if legacy:
+        if amplitude != "complex":
+            raise ValueError("amplitude: give the amplitude or complex_output / signed, not both")
+        complex_output, signed = bool(legacy.get("complex_output", True)), bool(legacy.get("signed", False))
+        if signed and not complex_output:
+            raise ValueError("signed: needs complex_output=True (log psi of a negative psi is complex)")
+        amplitude = "signed" if signed else "complex" if complex_output else "positive"
+        return options, amplitude, "complex_output"
+    return options, amplitude, "amplitude"
 
 
 def make_network(lattice, symmetry=None, network: str = "conv", options=None, *, amplitude: str = "complex",
