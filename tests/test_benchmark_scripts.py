@@ -24,6 +24,7 @@ def load(name):
         sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses of a script look their module up there)
     spec.loader.exec_module(module)
     return module
 
@@ -1091,3 +1092,23 @@ def test_tdvp_peers_quick_measures_ours_and_says_netket_is_not_installed(tmp_pat
     assert proc.returncode == 0 and default.exists() == existed  # no --json: printed only
     proc = script("tdvp_peers", "--t-end", "0.3", "--points", "4", timeout=60)  # 15 steps over 4 points
     assert proc.returncode == 2 and "--t-end" in proc.stderr
+
+
+# --------------------------------------------------------------------------- #
+# evolution_targets.py: the sampled quench and imaginary time against exact    #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.slow  # two short sampled evolutions on 4x4
+def test_evolution_targets_quick_compares_with_exact(capsys):
+    """The quick run's rows carry the exact values beside the sampled ones, and the
+    imaginary-time run ends with its energy's relative error against exact
+    diagonalization; nothing is written without --json."""
+    result = load("evolution_targets").main(["--quick"])
+    q, m = result["quench"], result["imaginary"]
+    assert [r["t"] for r in q["rows"]] == pytest.approx([0.0, 0.1, 0.2])
+    for r in q["rows"]:
+        assert r["d_sx"] == pytest.approx(r["sx"] - r["exact_sx"]) and positive(r["sx_error"] + 1e-300)
+    assert abs(q["rows"][0]["exact_sx"] - 1.0) < 1e-12 and abs(q["rows"][0]["d_sx"]) < 0.05
+    assert m["exact_e0"] < 0 and m["relative_error"] == pytest.approx((m["final_energy"] - m["exact_e0"]) / abs(m["exact_e0"]))
+    assert "4x4 TFIM quench" in capsys.readouterr().out

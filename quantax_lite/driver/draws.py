@@ -38,7 +38,8 @@ def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = 
     n_chains = sampler.n_chains
     parts, n_blocks = [], n_samples // block
     for i in range(n_blocks):
-        s, lp, chains = sampler.sample(chains, params, block, thermalize=True if rethermalize and i == 0 else None)
+        again = {"thermalize": True} if rethermalize and i == 0 else {}  # (a Metropolis sampler's option)
+        s, lp, chains = sampler.sample(chains, params, block, **again)
         e = vmc.local_energies(params, s, lp) if local_energies else jnp.zeros(block)
         parts.append((per_chain(s, n_chains), per_chain(lp, n_chains), per_chain(e, n_chains)))
         if progress is not None:
