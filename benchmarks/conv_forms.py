@@ -24,8 +24,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (Table, add_json_option, load_average, results_file, script_parser, timed,  # noqa: E402
-                     write_result)
+from _common import (Table, add_json_option, load_average, output_path, results_file, script_parser,  # noqa: E402
+                     timed, write_result)
 from quantax_lite import Square, make_conv_nqs, translations  # noqa: E402
 from quantax_lite.utils import tuning  # noqa: E402
 from quantax_lite.optimizer.log_derivatives import jacobian  # noqa: E402
@@ -56,7 +56,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="4x4 only, small batches, 1 repeat")
     parser.add_argument("--dtypes", nargs="*", choices=("float32", "float64"), default=["float32", "float64"])
     parser.add_argument("--forms", nargs="*", choices=tuning.CONV_FORMS, default=list(tuning.CONV_FORMS))
-    add_json_option(parser, results_file("conv_forms.json"))
+    add_json_option(parser, results_file("conv_forms.json"), "full")
     args = parser.parse_args(argv)
     if args.quick:
         args.lattices, args.batch, args.jac_samples, args.repeats = [4], 256, 64, 1
@@ -74,8 +74,10 @@ def main(argv=None):
                       + f"  {'*' if r['chosen'] else ''}", flush=True)
     meta = dict(batch=args.batch, jac_samples=args.jac_samples, repeats=args.repeats, jax=jax.__version__,
                 devices=[str(d) for d in jax.devices()], load_average=load_average())
-    write_result(args.json, {"meta": meta, "rows": rows}, __file__, argv, indent=2)
-    print(f"wrote {args.json}")
+    path = output_path(args.quick, args.json, results_file("conv_forms.json"))
+    if path:  # (a --quick smoke run never replaces the committed results)
+        write_result(path, {"meta": meta, "rows": rows}, __file__, argv, indent=2)
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

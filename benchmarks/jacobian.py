@@ -35,8 +35,8 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import (Table, add_json_option, clock, results_file, script_parser, simulate_cpu_devices,  # noqa: E402
-                     time_calls, write_result)
+from _common import (add_json_option, clock, output_path, results_file, script_parser,  # noqa: E402
+                     simulate_cpu_devices, Table, time_calls, write_result)
 
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -59,7 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--skip-jacobian", action="store_true")
     p.add_argument("--skip-solve", action="store_true")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
-    add_json_option(p, results_file("jacobian.json"))
+    add_json_option(p, results_file("jacobian.json"), "full")
     return p.parse_args(argv)
 
 
@@ -269,8 +269,10 @@ def main(argv=None):
     if n_dev > 1:
         result["solve_collectives"] = collectives_of_solves(n_dev)
         print(f"\nSR-step collectives on {n_dev} devices: {result['solve_collectives']}")
-    write_result(args.json, result, __file__, argv, indent=1)
-    print(f"\nwrote {args.json}")
+    path = output_path(args.quick, args.json, results_file("jacobian.json"))  # (--quick: only where --json says)
+    if path:
+        write_result(path, result, __file__, argv, indent=1)
+        print(f"\nwrote {path}")
     return result
 
 

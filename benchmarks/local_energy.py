@@ -29,8 +29,8 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import (Table, add_json_option, clock, results_file, script_parser, simulate_cpu_devices,  # noqa: E402
-                     time_calls, write_result)
+from _common import (add_json_option, clock, output_path, results_file, script_parser,  # noqa: E402
+                     simulate_cpu_devices, Table, time_calls, write_result)
 
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -59,7 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--memory-fraction", type=float, default=0.5,
                    help="skip running a chunk size whose compiled memory exceeds this fraction of the device (CPU: RAM)")
     p.add_argument("--devices", type=int, default=None, help="simulated CPU devices (sets XLA_FLAGS)")
-    add_json_option(p, results_file("local_energy.json"))
+    add_json_option(p, results_file("local_energy.json"), "full")
     return p.parse_args(argv)
 
 
@@ -189,8 +189,10 @@ def run(args, argv=None):
         sys.stdout.flush()
 
     result = dict(header, rows=rows)
-    write_result(args.json, result, __file__, argv, indent=2)
-    print(f"# wrote {args.json}")
+    path = output_path(args.quick, args.json, results_file("local_energy.json"))  # (--quick: only where --json says)
+    if path:
+        write_result(path, result, __file__, argv, indent=2)
+        print(f"# wrote {path}")
     return result
 
 

@@ -44,8 +44,8 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import (Table, add_json_option, clock, load_average, results_file, script_parser,  # noqa: E402
-                     simulate_cpu_devices, time_calls, write_result)
+from _common import (add_json_option, clock, load_average, output_path, results_file, script_parser,  # noqa: E402
+                     simulate_cpu_devices, Table, time_calls, write_result)
 
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -73,7 +73,7 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--budget", type=float, default=60.0, help="skip timing a row predicted slower than this (s)")
     p.add_argument("--devices", type=int, default=8, help="simulated CPU devices (sets XLA_FLAGS); 0: leave as is")
-    add_json_option(p, results_file("model_forward.json"))
+    add_json_option(p, results_file("model_forward.json"), "full")
     return p.parse_args(argv)
 
 
@@ -91,8 +91,10 @@ def main(argv=None):
         rows, header = forward_table(args)
     grad_rows = per_sample_gradient_table(args) if args.grad_samples else []
     result = dict(header, rows=rows, per_sample_gradient=grad_rows)
-    write_result(args.json, result, __file__, argv, indent=2)
-    print(f"# wrote {args.json}")
+    path = output_path(args.quick, args.json, results_file("model_forward.json"))  # (--quick: only where --json says)
+    if path:
+        write_result(path, result, __file__, argv, indent=2)
+        print(f"# wrote {path}")
     return result
 
 

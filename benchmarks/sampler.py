@@ -22,7 +22,7 @@ import os as _os
 import sys as _sys
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-from _common import (Table, add_json_option, clock, results_file, simulate_cpu_devices,  # noqa: E402
+from _common import (add_json_option, clock, output_path, results_file, simulate_cpu_devices, Table,  # noqa: E402
                      time_calls, write_result)
 
 import argparse  # noqa: E402
@@ -47,7 +47,7 @@ def parse_args(argv=None):
                    help="timed calls per configuration, best kept (default 2; quick 1)")
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--devices", type=int, default=None, help="simulate this many CPU devices")
-    add_json_option(p, results_file("sampler.json"))
+    add_json_option(p, results_file("sampler.json"), "full")
     args = p.parse_args(argv)
     quick = args.quick
     args.L = args.L or (4 if quick else 6)
@@ -121,8 +121,13 @@ def main(argv=None):
             results.append(row)
             print_row(row, header=len(results) == 1)
 
-    write_result(args.json, dict(benchmark="sampler", info=info, results=results), __file__, argv, indent=2)
-    print(f"wrote {args.json}")
+    path = output_path(args.quick, args.json, results_file("sampler.json"))  # (--quick: only where --json says)
+
+    if path:
+
+        write_result(path, dict(benchmark="sampler", info=info, results=results), __file__, argv, indent=2)
+
+        print(f"wrote {path}")
     return results
 
 

@@ -110,6 +110,13 @@ def test_quick_runs_never_write_the_results():
     assert suite.DEFAULT_JSON.endswith("accelerator_suite.json")
     assert [suite.platform_flag(b) for b in ("tpu", "cuda", "gpu", "cpu")] == ["tpu", "gpu", "gpu", "cpu"]
     assert vmc_scale.lattice_name("6") == "6x6" and vmc_scale.lattice_name("2x4") == "2x4"
+    # every script with --quick and a --json default leaves the committed results alone without --json
+    for path in sorted(BENCH.glob("*.py")):
+        text = path.read_text()
+        if "--quick" in text and "add_json_option(" in text and not path.name.startswith("_"):
+            call = text.split("add_json_option(", 1)[1].split("\n", 1)[0]
+            assert any(f'"{w}"' in call for w in ("full", "asked", "given")), \
+                f"{path.name}: --quick would write the committed JSON"
 
 
 # --------------------------------------------------------------------------- #
