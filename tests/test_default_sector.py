@@ -217,6 +217,7 @@ def test_a_short_default_run_trains_below_the_trivial_sector():
     assert energies[-1] < e_trivial - 0.05, (energies[-1], e_trivial, e0)
 
 
+@pytest.mark.slow  # a training from the command (30 s cold); the sector's choice: the tests above
 def test_the_command_says_which_sector_and_records_it(tmp_path, capsys):
     """`quantax-lite train --lattice triangular:4x3` with the defaults: the first printed
     lines name the sector and how it was chosen, summary.json holds it, the relative error is

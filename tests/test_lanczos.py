@@ -147,6 +147,8 @@ def test_lanczos_state_is_finite_where_psi_is_tiny_beside_large_neighbours():
         np.testing.assert_allclose(got, np.log(np.abs(psi_b)), rtol=tol, atol=tol * 100)
 
 
+# slow: 30 sampled Lanczos steps (20-40 s); their reweighting is exact: test_samples_of_the_lanczos_state_reweight_exactly
+@pytest.mark.slow
 def test_sampled_estimate_covers_the_exact_value():
     """Over 30 seeds the step estimated from samples of its own state (lanczos_sampled) lies
     within two of its error bars of the dense value in at least 25 (95% expected; error bars
