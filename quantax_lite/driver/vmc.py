@@ -32,10 +32,10 @@ from quantax_lite.optimizer.log_derivatives import jacobian
 from quantax_lite.models import derivative_form
 from quantax_lite.operators.hamiltonian import SpinHamiltonian, make_local_energy
 from quantax_lite.optimizer.preconditioners import Preconditioner, sr
-from quantax_lite.sampler import Sampler, per_chain
+from quantax_lite.sampler import Sampler
 from quantax_lite.sampler.full_sum import row_local_energies
 from quantax_lite.optimizer.stochastic_reconfiguration import unravel_like
-from quantax_lite.stats.chains import Stats, exact_statistics, statistics, weighted_statistics
+from quantax_lite.stats.chains import Stats, exact_statistics, importance_weights, sample_statistics, statistics
 from quantax_lite.utils import batch_sharding, limit_blas_threads, mesh_size, replicate, replicated_sharding
 
 __all__ = ["VMC", "VMCState", "ChunkSizes", "Diverged", "energy_estimate", "run"]
@@ -411,23 +411,17 @@ class VMC:
                 chains = state.sampler
             else:
                 samples, log_psi_s, chains = self.sampler.sample(state.sampler, params, self.n_samples)
+                # samples of |psi|^(2 power), power < 1: importance weights |psi|^(2 - 2 power)
+                weights = importance_weights(log_psi_s, self.sampling_power) if self.sampling_power != 1.0 else None
             e_loc = self._row_or_local_energies(local_energies, params, samples, log_psi_s)
             jac = jacobian(differentiate, params, samples, chunk_size=sizes.jacobian, mesh=mesh)
-            if not self.exact and self.sampling_power != 1.0:  # importance weights |psi|^(2 - 2 power)
-                weights = importance_weights(log_psi_s, self.sampling_power)
-            exact = {"weights": weights} if self.exact or self.sampling_power != 1.0 else {}
+            exact = {} if weights is None else {"weights": weights}
             direction, precond, info = self.preconditioner.update(
                 jac, e_loc, state.preconditioner, step=state.iteration, mesh=mesh, **exact
             )
             updates, opt_state = self.optimizer.update(unravel_like(direction, params), state.opt_state, params)
             params = optax.apply_updates(params, updates)
-            if self.exact:
-                stats = exact_statistics(e_loc, weights)
-            elif self.sampling_power != 1.0:
-                n_chains = self.sampler.n_chains
-                stats = weighted_statistics(per_chain(e_loc, n_chains), per_chain(weights, n_chains))
-            else:
-                stats = statistics(per_chain(e_loc, self.sampler.n_chains))
+            stats = sample_statistics(e_loc, self.sampler.n_chains, weights, exact=self.exact)
             wide = tuning.wide_dtype()
             metrics = dict(
                 energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
@@ -456,14 +450,6 @@ def _even_chunk(chunk: int | None, rows: int) -> int | None:
         return chunk
     n_chunks = -(-rows // chunk)
     return -(-rows // n_chunks)
-
-
-def importance_weights(log_psi: jax.Array, power: float) -> jax.Array:
-    """Weights (n,) summing to 1 of samples of |psi|^(2 power) for averages over |psi|^2:
-    proportional to |psi|^(2 - 2 power), from ``log_psi`` (n,) without overflow."""
-    log_w = (2.0 - 2.0 * power) * jnp.real(log_psi).astype(tuning.wide_dtype())
-    w = jnp.exp(log_w - jnp.max(log_w))
-    return w / jnp.sum(w)
 
 
 def energy_estimate(vmc: VMC, state: VMCState, n_samples: int | None = None) -> tuple[Stats, VMCState]:

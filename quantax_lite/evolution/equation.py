@@ -78,7 +78,7 @@ def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None
       e_loc: (N,) local energies (energy units).
       weights: None (N samples of |psi|^2, each weighing 1/N) or (N,) probabilities summing
         to 1 (exact sums, e.g. ``FullSumSampler.probabilities``, or the importance weights
-        of samples of |psi|^(2a), :func:`~quantax_lite.driver.vmc.importance_weights`).
+        of samples of |psi|^(2a), :func:`~quantax_lite.stats.chains.importance_weights`).
       real_params: real parameters: solve the real part of the equation.
       imaginary: imaginary time (S θ̇ = -F) instead of real time (S θ̇ = -i F).
       exact: whether the rows are exact sums (no noise); default: whether ``weights`` is

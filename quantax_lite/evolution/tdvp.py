@@ -25,11 +25,10 @@ from quantax_lite.utils.validate import finite_number, positive_int
 from quantax_lite.optimizer.log_derivatives import jacobian
 from quantax_lite.models import derivative_form
 from quantax_lite.operators.hamiltonian import SpinHamiltonian, make_local_energy
-from quantax_lite.sampler import Sampler, per_chain
+from quantax_lite.sampler import Sampler
 from quantax_lite.sampler.full_sum import row_local_energies
 from quantax_lite.optimizer.stochastic_reconfiguration import unravel_like
-from quantax_lite.stats.chains import exact_statistics, statistics, weighted_statistics
-from quantax_lite.driver.vmc import importance_weights
+from quantax_lite.stats.chains import importance_weights, sample_statistics
 from quantax_lite.utils import replicate
 from .equation import residual, s_norm, tdvp_equation
 from .integrators import RK4, Adaptive, Euler, Heun, next_dt, rk_stages
@@ -217,13 +216,7 @@ class TDVP:
             params = unravel_like(y, template)
             eq, e_loc, weights, chains = self.equation(params, chains)
             theta_dot, info = self.regularization.solve(eq)
-            n_chains = self.sampler.n_chains
-            if self.exact:
-                stats = exact_statistics(e_loc, weights)
-            elif weights is not None:
-                stats = weighted_statistics(per_chain(e_loc, n_chains), per_chain(weights, n_chains))
-            else:
-                stats = statistics(per_chain(e_loc, n_chains))
+            stats = sample_statistics(e_loc, self.sampler.n_chains, weights, exact=self.exact)
             aux = dict(energy=eq.energy, energy_error=stats.error_of_mean, variance=eq.variance,
                        residual=residual(eq, theta_dot), kept=info["kept"], s=eq.s)
             return theta_dot, aux, chains

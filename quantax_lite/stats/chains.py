@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 from quantax_lite.utils import tuning
+from quantax_lite.sampler.base import per_chain
 
 __all__ = ["Stats", "statistics", "exact_statistics", "weighted_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
 
@@ -258,6 +259,25 @@ def weighted_statistics(x: Any, weights: Any) -> Stats:
     mean, error, variance, tau, r_hat = _weighted_statistics(x, w.astype(jnp.result_type(jnp.real(x).dtype, w.dtype)))
     return Stats(mean, error, variance, tau, r_hat, int(x.shape[0] * x.shape[1]))
 
+
+
+def importance_weights(log_psi: Any, power: float) -> jax.Array:
+    """Weights (n,) summing to 1 of samples of |psi|^(2 power) for averages over |psi|^2:
+    proportional to |psi|^(2 - 2 power), from ``log_psi`` (n,) without overflow."""
+    log_w = (2.0 - 2.0 * power) * jnp.real(log_psi).astype(tuning.wide_dtype())
+    w = jnp.exp(log_w - jnp.max(log_w))
+    return w / jnp.sum(w)
+
+
+def sample_statistics(x: Any, n_chains: int, weights: Any = None, exact: bool = False) -> Stats:
+    """The statistics of one step's local energies x (n,), chain-major over ``n_chains``:
+    exact sums (``exact``, ``weights`` the rows' probabilities), importance-weighted
+    samples (``weights`` given) or plain samples of |psi|^2 (``weights`` None)."""
+    if exact:
+        return exact_statistics(x, weights)
+    if weights is not None:
+        return weighted_statistics(per_chain(x, n_chains), per_chain(weights, n_chains))
+    return statistics(per_chain(x, n_chains))
 
 @jax.jit
 def _weighted_statistics(x, w):
