@@ -44,7 +44,9 @@ def test_a_quench_follows_the_exact_evolution(quench):
     assert log[0]["energy"] == pytest.approx(-4.0) and np.allclose(log[0]["sx"], 0.5)
     assert np.allclose(summary["exact"]["energy"], -4.0)
     dev = summary["max_deviation"]
-    assert dev["energy"] < 2e-2 and dev["sx"] < 1e-2, dev
+    assert dev["energy"] < 2e-2 and dev["sx"] < 1e-2 and dev["szsz_nn"] < 1e-2, dev
+    assert log[0]["szsz_nn"] == pytest.approx(0.0, abs=1e-12) and summary["exact"]["szsz_nn"][0] == pytest.approx(0.0)
+    assert summary["exact"]["szsz_nn"][-1] > 1e-3  # the field along z correlates neighbours at once
     assert all(0 <= r["residual"] < 1 for r in log[1:])
     for name in ("log.jsonl", "summary.json", "observables_vs_time.png"):
         assert (quench / name).exists()
@@ -63,6 +65,33 @@ def test_a_resumed_evolution_continues_bit_for_bit(quench, tmp_path):
     assert arrays and all(np.array_equal(whole[k], split[k]) for k in arrays)
     strip = lambda log: [{k: v for k, v in r.items() if k != "wall_time_s"} for r in log]  # noqa: E731
     assert strip(read_log(out / "log.jsonl")) == strip(read_log(quench / "log.jsonl"))
+
+
+def test_bond_zz_equals_the_operator_on_random_states():
+    """``bond_zz`` with exact weights is <psi| sum_b S^z_i S^z_j |psi> / n_bonds of a random
+    vector, written with the library's operators; from samples of |psi|^2 it agrees within
+    its error bar (four of them)."""
+    from quantax_lite.cli.evolve_run import bond_zz
+    from quantax_lite.geometry.lattice import parse_lattice
+    from quantax_lite.hilbert.configurations import all_states
+    from quantax_lite.operators.local_operators import sz
+
+    rng = np.random.default_rng()
+    lattice = parse_lattice("3x2")
+    n, bonds = lattice.n_sites, lattice.bonds(1)
+    states = np.asarray(all_states(n, None))
+    psi = rng.normal(size=len(states)) + 1j * rng.normal(size=len(states))
+    p = np.abs(psi) ** 2 / np.sum(np.abs(psi) ** 2)
+    op = sum(sz(int(i), n) @ sz(int(j), n) for i, j in bonds) / len(bonds)
+    H = op.to_sparse(states)
+    want = float(np.real(np.vdot(psi, H @ psi)) / np.vdot(psi, psi).real)
+    got = bond_zz(states, bonds, p)
+    assert got["szsz_nn"] == pytest.approx(want, abs=1e-12) and got["szsz_nn_error"] == 0.0
+    drawn = states[rng.choice(len(states), size=4096, p=p)]
+    sampled = bond_zz(drawn, bonds, n_chains=8)
+    assert 0 < sampled["szsz_nn_error"] and abs(sampled["szsz_nn"] - want) < 4 * sampled["szsz_nn_error"]
+    with pytest.raises(ValueError, match="bonds"):
+        bond_zz(states, [])
 
 
 @pytest.fixture(scope="module")

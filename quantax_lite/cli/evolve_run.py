@@ -48,7 +48,8 @@ from quantax_lite.driver.run_folder import append_log, check_writable, lock_run_
 from quantax_lite.operators.local_operators import sx, sz
 from quantax_lite.driver.warm_start import check_source
 
-__all__ = ["evolve_run", "EvolutionStopped", "INITIAL_STATES", "INTEGRATORS", "MAX_EXACT_SITES", "magnetizations"]
+__all__ = ["evolve_run", "EvolutionStopped", "INITIAL_STATES", "INTEGRATORS", "MAX_EXACT_SITES", "magnetizations",
+           "bond_zz"]
 
 INITIAL_STATES = ("x",)
 INTEGRATORS = ("euler", "heun", "rk4", "adaptive")
@@ -182,9 +183,24 @@ def magnetizations(log_psi, params, samples, weights=None, *, n_chains: int = 1,
     return {"sx": mean[0].tolist(), "sx_error": error[0].tolist(), "sz": mean[1].tolist(), "sz_error": error[1].tolist()}
 
 
+def bond_zz(samples, bonds, weights=None, *, n_chains: int = 1) -> dict:
+    """``<S^z_i S^z_j>`` averaged over ``bonds`` (pairs (i, j); spin-1/2 units) with its
+    error, from ``samples`` (int8 (N, n_sites), chain-major over ``n_chains``) or rows with
+    exact ``weights``. The mean over a lattice's bonds is the same on every image of a row
+    under the lattice's symmetries and spin inversion, so rows one per orbit need no more."""
+    bonds = np.asarray(bonds, np.int64).reshape(-1, 2)
+    if not len(bonds):
+        raise ValueError("bonds: expected at least one pair of sites, got none")
+    s = np.asarray(samples, np.float64)
+    values = 0.25 * np.mean(s[:, bonds[:, 0]] * s[:, bonds[:, 1]], axis=1)
+    w = None if weights is None else np.asarray(weights, np.float64)
+    mean, error = all_column_stats(values[:, None], n_chains, w)[:2]
+    return {"szsz_nn": float(np.asarray(mean)[0]), "szsz_nn_error": float(np.asarray(error)[0])}
+
+
 def measurement(run, tdvp, log_psi) -> Callable:
-    """``measure(state) -> record``: energy with its error and the magnetizations of a
-    state at its time, from fresh samples drawn from a copy of its chains (the state's own
+    """``measure(state) -> record``: energy with its error, the magnetizations and the
+    nearest-neighbour ``<S^z_i S^z_j>`` of a state at its time, from fresh samples drawn from a copy of its chains (the state's own
     chains do not move: a resumed run measures the same) or from the exact rows."""
     local = make_local_energy(run.hamiltonian, run.model.apply, mesh=run.sampler.resolved_mesh(), jit=False)
 
@@ -203,15 +219,16 @@ def measurement(run, tdvp, log_psi) -> Callable:
         mean, error = all_column_stats(np.real(np.asarray(e_loc))[:, None], chains, w)[:2]
         mags = magnetizations(log_psi, state.params, rows, w, n_chains=chains,
                               symmetry=run.sampler.symmetry if tdvp.exact else None)
-        return {"t": float(state.t), "energy": float(mean[0]), "energy_error": float(error[0]), **mags}
+        zz = bond_zz(rows, run.lattice.bonds(1), w, n_chains=chains)
+        return {"t": float(state.t), "energy": float(mean[0]), "energy_error": float(error[0]), **mags, **zz}
 
     return measure
 
 
 # ----------------------------------------------------------------- exact curves
 def _exact_curves(run, params, times, log_psi, imaginary: bool) -> dict | None:
-    """Exact energy, <S^x>, <S^z> (site means) at ``times`` from the network's initial
-    vector, or None above :data:`MAX_EXACT_SITES` sites."""
+    """Exact energy, <S^x>, <S^z> (site means) and the nearest-neighbour <S^z_i S^z_j> at
+    ``times`` from the network's initial vector, or None above :data:`MAX_EXACT_SITES` sites."""
     n = run.lattice.n_sites
     if n > MAX_EXACT_SITES:
         return None
@@ -221,23 +238,28 @@ def _exact_curves(run, params, times, log_psi, imaginary: bool) -> dict | None:
     lp = np.asarray(jax.jit(log_psi)(params, jnp.asarray(states)))
     psi0 = np.exp(lp - np.max(lp.real))
     vectors, _ = exact_evolution(ham, psi0, np.asarray(times), total_sz=total_sz, imaginary=imaginary)
-    ops = {"energy": ham, "sx": sum(sx(i, n) for i in range(n)) / n, "sz": sum(sz(i, n) for i in range(n)) / n}
+    bonds = run.lattice.bonds(1)
+    ops = {"energy": ham, "sx": sum(sx(i, n) for i in range(n)) / n, "sz": sum(sz(i, n) for i in range(n)) / n,
+           "szsz_nn": sum(sz(int(i), n) @ sz(int(j), n) for i, j in bonds) / len(bonds)}
     return {k: v.tolist() for k, v in exact_observables(ops, vectors, states).items()} | {"t": list(map(float, times))}
 
 
 def plot_observables(path: str, log: list[dict], exact: dict | None, title: str, unit: str) -> None:
-    """Energy and site-mean <S^x>, <S^z> against time with error bars, exact curves beside."""
+    """Energy, site-mean <S^x>, <S^z> and the nearest-neighbour <S^z_i S^z_j> against time with
+    error bars, exact curves beside."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     t = np.array([r["t"] for r in log])
     series = {"energy": ([r["energy"] for r in log], [r["energy_error"] for r in log]),
               "sx": ([np.mean(r["sx"]) for r in log], [np.sqrt(np.mean(np.square(r["sx_error"]))) for r in log]),
-              "sz": ([np.mean(r["sz"]) for r in log], [np.sqrt(np.mean(np.square(r["sz_error"]))) for r in log])}
-    labels = {"energy": f"energy [{unit}]", "sx": "<S^x> (site mean)", "sz": "<S^z> (site mean)"}
+              "sz": ([np.mean(r["sz"]) for r in log], [np.sqrt(np.mean(np.square(r["sz_error"]))) for r in log]),
+              "szsz_nn": ([r.get("szsz_nn", np.nan) for r in log], [r.get("szsz_nn_error", np.nan) for r in log])}
+    labels = {"energy": f"energy [{unit}]", "sx": "<S^x> (site mean)", "sz": "<S^z> (site mean)",
+              "szsz_nn": "<S^z_i S^z_j> (nearest neighbours)"}
     for ax, (name, (y, err)) in zip(axes, series.items()):
         ax.errorbar(t, y, yerr=err, fmt=".-", ms=3, lw=1, label="TDVP")
         if exact is not None:
@@ -358,8 +380,10 @@ def _evolve(run, tdvp, state, out, config, t_end, say, *, checkpoint_every, keep
     summary.update(t=float(state.t), steps=int(state.step), rejected=int(state.rejected),
                    wall_time_s=time.perf_counter() - t0, final=log[-1], exact=exact)
     if exact is not None:
+        names = [k for k in ("energy", "sx", "sz", "szsz_nn")
+                 if all(k in r for r in log)]  # (a log begun by an earlier version has no szsz_nn)
         summary["max_deviation"] = {k: float(np.max(np.abs(np.array([_site_mean(r, k) for r in log]) -
-                                                           np.array(exact[k])))) for k in ("energy", "sx", "sz")}
+                                                           np.array(exact[k])))) for k in names}
     write_json(os.path.join(out, "summary.json"), summary)
     title = f"{run.recipe.hamiltonian} {run.lattice.name}, {'imaginary' if tdvp.imaginary else 'real'} time"
     plot_observables(os.path.join(out, "observables_vs_time.png"), log, exact, title,
@@ -375,4 +399,4 @@ def _finite(record: dict) -> bool:
 
 
 def _site_mean(record: dict, name: str) -> float:
-    return record["energy"] if name == "energy" else float(np.mean(record[name]))
+    return float(np.mean(record[name]))
