@@ -249,6 +249,59 @@ def test_the_equation_of_a_complete_network_has_no_residual(rng):
     assert eq.s.dtype == np.float64 and eq.rhs.dtype == np.float64 and eq.s.shape == (2 * 2**N, 2 * 2**N)
 
 
+@pytest.mark.parametrize("kind", ["complex jacobian", "real jacobian"])
+@pytest.mark.parametrize("imaginary", [False, True])
+def test_the_equation_equals_the_dense_formula(rng, kind, imaginary):
+    """S and the right-hand side of ``tdvp_equation`` on random rows equal NumPy's
+    Re(<O^† O> - <O^†><O>) and Re(<O^† g> - <O^†><g>) (g = -i E_loc or -E_loc), with and without
+    weights, for real parameters; complex parameters keep the complex ones."""
+    n, p = 37, 11
+    jac = rng.standard_normal((n, p)) + (1j * rng.standard_normal((n, p)) if kind == "complex jacobian" else 0)
+    e_loc = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    for weights in (None, rng.random(n)):
+        w = np.full(n, 1 / n) if weights is None else weights / weights.sum()
+        o = jac - w @ jac
+        g = (-1.0 if imaginary else -1j) * (e_loc - w @ e_loc)
+        s_dense = (np.conj(o).T * w) @ o
+        f_dense = (np.conj(o).T * w) @ g
+        for real_params in (True, False):
+            eq = tdvp_equation(jnp.asarray(jac), jnp.asarray(e_loc), weights=None if weights is None else
+                               jnp.asarray(w), real_params=real_params, imaginary=imaginary)
+            want_s, want_f = (s_dense.real, f_dense.real) if real_params else (s_dense, f_dense)
+            np.testing.assert_allclose(np.asarray(eq.s), want_s, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(np.asarray(eq.rhs), want_f, rtol=0, atol=1e-12)
+            assert np.iscomplexobj(eq.s) == (not real_params and kind == "complex jacobian")
+
+
+@pytest.mark.parametrize("rows", [5, 40], ids=["fewer rows than parameters", "more rows"])
+@pytest.mark.parametrize("params", ["real", "complex"])
+def test_the_pseudo_inverse_equals_numpys(rng, rows, params):
+    """``PseudoInverse`` (hard and smooth cutoffs) on random equations equals NumPy's: the hard
+    cutoff ``np.linalg.pinv(S, rcond, hermitian=True) @ rhs``, the smooth one V f(λ)/λ V^H rhs
+    from ``np.linalg.eigh(S)``, whether it solves through S or, with fewer rows than
+    parameters, through the rows' Gram matrix; the same number of kept directions."""
+    p = 16
+    jac = rng.standard_normal((rows, p)) + 1j * rng.standard_normal((rows, p))
+    jac[:, -1] = jac[:, 0]  # S singular beyond the gauge: a direction pinv must drop
+    e_loc = rng.standard_normal(rows) + 1j * rng.standard_normal(rows)
+    eq = tdvp_equation(jnp.asarray(jac), jnp.asarray(e_loc), real_params=params == "real")
+    s, rhs = np.asarray(eq.s), np.asarray(eq.rhs)
+    lam, v = np.linalg.eigh(s)
+    for rcond in (1e-12, 1e-3):
+        for smooth in (False, True):
+            theta_dot, info = jax.jit(PseudoInverse(rcond, smooth=smooth).solve)(eq)
+            cut = rcond * np.max(np.abs(lam))
+            if smooth:
+                f = np.where(lam > 0, 1 / (1 + (cut / np.where(lam > 0, lam, 1)) ** 6), 0)
+                want = v @ (np.where(lam > 0, f / np.where(lam > 0, lam, 1), 0) * (np.conj(v).T @ rhs))
+            else:
+                want = np.linalg.pinv(s, rcond=rcond, hermitian=True) @ rhs
+                assert int(info["kept"]) == int(np.sum(lam > cut))
+            scale = np.max(np.abs(want))
+            np.testing.assert_allclose(np.asarray(theta_dot), want, rtol=0, atol=1e-8 * scale)
+            assert np.iscomplexobj(theta_dot) == (params == "complex")
+
+
 def test_bad_inputs_name_the_argument():
     ham = TransverseFieldIsing(Chain(N), h=1.0)
     sampler = full_sum(table_complex)

@@ -57,6 +57,10 @@ class TDVPEquation:
     real_params: bool = True
     exact: bool = False
 
+    def rows(self) -> tuple[jax.Array, jax.Array]:
+        """``(A, b)`` with ``S = A^H A`` and ``rhs = A^H b`` (:func:`equation_rows`)."""
+        return equation_rows(self.o_bar, self.g_bar, self.real_params)
+
     @property
     def per_row_rhs(self) -> jax.Array:
         """(N, P): row s's contribution ``conj(Ō_s) ḡ_s / w_s`` to ``rhs`` (its weighted mean
@@ -102,13 +106,23 @@ def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None
         o_bar = (o - o_mean) * sqrt_w[:, None]
         e_bar = (e - energy) * sqrt_w
         g_bar = e_bar * (-1.0 if imaginary else -1.0j)
-        s = jnp.conj(o_bar).T @ o_bar
-        rhs = jnp.conj(o_bar).T @ g_bar
+        a, b = equation_rows(o_bar, g_bar, bool(real_params))
+        s = jnp.conj(a).T @ a
+        rhs = jnp.conj(a).T @ b
     variance = jnp.sum(jnp.abs(e_bar) ** 2)
-    if real_params:
-        s, rhs = s.real, rhs.real
     return TDVPEquation(s=s, rhs=rhs, o_bar=o_bar, g_bar=g_bar, weights=w, energy=energy, variance=variance,
                         real_params=bool(real_params), exact=exact)
+
+
+def equation_rows(o_bar: jax.Array, g_bar: jax.Array, real_params: bool) -> tuple[jax.Array, jax.Array]:
+    """``(A, b)`` with ``S = A^H A`` and ``rhs = A^H b``: ``(Ō, ḡ)`` for complex parameters; for
+    real ones ``A = [Re Ō; Im Ō]`` (2N, P), ``b = [Re ḡ; Im ḡ]`` (real, and half the work of
+    the complex product whose real part S is), or ``(Ō, Re ḡ)`` for a real Ō."""
+    if not real_params:
+        return o_bar, g_bar
+    if jnp.iscomplexobj(o_bar):
+        return jnp.concatenate([o_bar.real, o_bar.imag], axis=0), jnp.concatenate([g_bar.real, g_bar.imag])
+    return o_bar, g_bar.real
 
 
 def s_norm(s: jax.Array, delta: jax.Array) -> jax.Array:

@@ -9,7 +9,8 @@ samples, noisy. Three ways to solve it, each a small frozen (hashable) record wh
   backend policy). Cheap; biases every direction with an eigenvalue near ``eps``.
 - :class:`PseudoInverse`: S's eigendecomposition, eigenvalues below ``rcond`` times the
   largest dropped (a hard cutoff) or damped by ``1 / (1 + (rcond lambda_max /
-  lambda)^6)`` (``smooth=True``).
+  lambda)^6)`` (``smooth=True``); with fewer rows (samples) than parameters the same
+  solution from the eigendecomposition of the rows' Gram matrix, the smaller one.
 - :class:`SignalToNoise`: the pseudo-inverse with a smooth cutoff, and each eigen-direction
   k also damped by ``1 / (1 + (snr_cutoff / SNR_k)^6)``, where SNR_k = |rho_k| / (the
   Monte Carlo error of rho_k), rho = V^H rhs, the error from the spread of the rows'
@@ -117,6 +118,17 @@ class PseudoInverse:
         return (lam > cut).astype(lam.dtype)
 
     def solve(self, equation: TDVPEquation) -> tuple[jax.Array, dict]:
+        a, b = equation.rows()
+        if a.shape[0] < a.shape[1]:
+            # fewer rows than parameters: with S = A^H A, f(S) S^+ A^H b = A^H f(T) T^+ b for the
+            # rows' Gram matrix T = A A^H (the same nonzero eigenvalues), a smaller eigenproblem
+            with tuning.matmul_precision():
+                gram = a @ jnp.conj(a).T
+            lam, u = hermitian_eigh(gram)
+            f = self.filter(lam)
+            with tuning.matmul_precision():
+                x = jnp.conj(a).T @ _spectral_solve(lam, u, f, b)
+            return x.astype(equation.rhs.dtype), {"kept": jnp.sum(f > 0.5).astype(jnp.int32)}
         lam, v = hermitian_eigh(equation.s)
         f = self.filter(lam)
         return _spectral_solve(lam, v, f, equation.rhs), {"kept": jnp.sum(f > 0.5).astype(jnp.int32)}
