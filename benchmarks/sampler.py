@@ -122,11 +122,8 @@ def main(argv=None):
             print_row(row, header=len(results) == 1)
 
     path = output_path(args.quick, args.json, results_file("sampler.json"))  # (--quick: only where --json says)
-
     if path:
-
         write_result(path, dict(benchmark="sampler", info=info, results=results), __file__, argv, indent=2)
-
         print(f"wrote {path}")
     return results
 

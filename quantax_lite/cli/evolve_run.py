@@ -162,11 +162,11 @@ def _regularization(name: str, rcond: float, diag_shift: float):
 
 # ----------------------------------------------------------------- measurements
 def magnetizations(log_psi, params, samples, weights=None, *, n_chains: int = 1, symmetry=None) -> dict:
-    """``<S^x_i>`` and ``<S^z_i>`` per site with errors (spin-1/2 units), and their site means
-    with the errors of the means (``sx_mean``, ``sx_mean_error``, ``sz_mean``, ...), from ``samples``
-    (int8 (N, n_sites), chain-major over ``n_chains``) or rows with exact ``weights``. With
-    ``symmetry`` (the rows are one per orbit of the group) each site's value is averaged
-    over the group's images, exact for a state of that symmetry."""
+    """``<S^x_i>`` and ``<S^z_i>`` per site with errors (spin-1/2 units), and the errors of
+    their site means (``sx_mean_error``, ``sz_mean_error``; the means are those of the
+    lists), from ``samples`` (int8 (N, n_sites), chain-major over ``n_chains``) or rows with
+    exact ``weights``. With ``symmetry`` (the rows are one per orbit of the group) each
+    site's value is averaged over the group's images, exact for a state of that symmetry."""
     s = jnp.asarray(samples, jnp.int8)
     n = s.shape[1]
     flip = 1 - 2 * jnp.eye(n, dtype=s.dtype)
@@ -178,15 +178,12 @@ def magnetizations(log_psi, params, samples, weights=None, *, n_chains: int = 1,
     w = None if weights is None else np.asarray(weights, np.float64)
     columns = np.concatenate([mx, mz, mx.mean(axis=1, keepdims=True), mz.mean(axis=1, keepdims=True)], axis=1)
     mean, error = (np.asarray(x) for x in all_column_stats(columns, n_chains, w)[:2])
-    site_means = {"sx_mean": float(mean[2 * n]), "sx_mean_error": float(error[2 * n]),
-                  "sz_mean": float(mean[2 * n + 1]), "sz_mean_error": float(error[2 * n + 1])}
-    mean, error = mean[:2 * n].reshape(2, n), error[:2 * n].reshape(2, n)
+    mean, (error, mean_error) = mean[:2 * n].reshape(2, n), (error[:2 * n].reshape(2, n), error[2 * n:])
     if symmetry is not None and w is not None:
         perms, flips = np.asarray(symmetry.perms), np.asarray(symmetry.flips, np.float64)
         mean = np.stack([mean[0][perms].mean(axis=0), (flips[:, None] * mean[1][perms]).mean(axis=0)])
-        site_means.update(sx_mean=float(mean[0].mean()), sz_mean=float(mean[1].mean()))
     return {"sx": mean[0].tolist(), "sx_error": error[0].tolist(), "sz": mean[1].tolist(),
-            "sz_error": error[1].tolist(), **site_means}
+            "sz_error": error[1].tolist(), "sx_mean_error": float(mean_error[0]), "sz_mean_error": float(mean_error[1])}
 
 
 def bond_zz(samples, bonds, weights=None, *, n_chains: int = 1) -> dict:
@@ -206,8 +203,9 @@ def bond_zz(samples, bonds, weights=None, *, n_chains: int = 1) -> dict:
 
 def measurement(run, tdvp, log_psi) -> Callable:
     """``measure(state) -> record``: energy with its error, the magnetizations and the
-    nearest-neighbour ``<S^z_i S^z_j>`` of a state at its time, from fresh samples drawn from a copy of its chains (the state's own
-    chains do not move: a resumed run measures the same) or from the exact rows."""
+    nearest-neighbour ``<S^z_i S^z_j>`` of a state at its time, from fresh samples drawn from
+    a copy of its chains (the state's own chains do not move: a resumed run measures the
+    same) or from the exact rows."""
     local = make_local_energy(run.hamiltonian, run.model.apply, mesh=run.sampler.resolved_mesh(), jit=False)
 
     @jax.jit
@@ -260,12 +258,13 @@ def plot_observables(path: str, log: list[dict], exact: dict | None, title: str,
 
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     t = np.array([r["t"] for r in log])
-    def site_mean(r, name):  # (a log begun by an earlier version: one site's error, an upper bound)
+
+    def mean_error(r, name):  # (a log begun by an earlier version: one site's error, an upper bound)
         return r.get(f"{name}_mean_error", np.sqrt(np.mean(np.square(r[f"{name}_error"]))))
 
     series = {"energy": ([r["energy"] for r in log], [r["energy_error"] for r in log]),
-              "sx": ([np.mean(r["sx"]) for r in log], [site_mean(r, "sx") for r in log]),
-              "sz": ([np.mean(r["sz"]) for r in log], [site_mean(r, "sz") for r in log]),
+              "sx": ([np.mean(r["sx"]) for r in log], [mean_error(r, "sx") for r in log]),
+              "sz": ([np.mean(r["sz"]) for r in log], [mean_error(r, "sz") for r in log]),
               "szsz_nn": ([r.get("szsz_nn", np.nan) for r in log], [r.get("szsz_nn_error", np.nan) for r in log])}
     labels = {"energy": f"energy [{unit}]", "sx": "<S^x> (site mean)", "sz": "<S^z> (site mean)",
               "szsz_nn": "<S^z_i S^z_j> (nearest neighbours)"}

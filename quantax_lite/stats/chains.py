@@ -53,7 +53,8 @@ import jax.numpy as jnp
 from quantax_lite.utils import tuning
 from quantax_lite.sampler.base import per_chain
 
-__all__ = ["Stats", "statistics", "exact_statistics", "weighted_statistics", "autocorrelation", "integrated_time", "split_r_hat"]
+__all__ = ["Stats", "statistics", "exact_statistics", "weighted_statistics", "importance_weights", "sample_statistics",
+           "autocorrelation", "integrated_time", "split_r_hat"]
 
 SOKAL_WINDOW_C = 5.0
 # Chains up to this length get their lagged products from one matrix product, longer ones by FFT.
@@ -260,7 +261,6 @@ def weighted_statistics(x: Any, weights: Any) -> Stats:
     return Stats(mean, error, variance, tau, r_hat, int(x.shape[0] * x.shape[1]))
 
 
-
 def importance_weights(log_psi: Any, power: float) -> jax.Array:
     """Weights (n,) summing to 1 of samples of |psi|^(2 power) for averages over |psi|^2:
     proportional to |psi|^(2 - 2 power), from ``log_psi`` (n,) without overflow."""
@@ -278,6 +278,7 @@ def sample_statistics(x: Any, n_chains: int, weights: Any = None, exact: bool = 
     if weights is not None:
         return weighted_statistics(per_chain(x, n_chains), per_chain(weights, n_chains))
     return statistics(per_chain(x, n_chains))
+
 
 @jax.jit
 def _weighted_statistics(x, w):
