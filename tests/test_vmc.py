@@ -223,7 +223,7 @@ def test_metrics_records_are_strict_json():
     rec = metrics_to_record(m, 1, 4, 0.1)
     json.dumps(rec, allow_nan=False)
     assert rec["energy"] is None and rec["energy_error"] is None and rec["step_norm"] is None
-    assert rec["variance"] == 1.0
+    assert rec["variance"] == 1.0 and rec["effective_samples"] is None
 
 
 def test_run_keeps_the_last_checkpoints_and_falls_back_from_a_damaged_one(tmp_path):
@@ -275,6 +275,7 @@ def test_the_driver_runs_on_the_samplers_mesh():
     state4 = vmc4.init(jax.random.PRNGKey(1), state.params)
     new, metrics = vmc4.step(state4)
     assert np.isfinite(float(metrics["energy"].real))
+    assert float(metrics["effective_samples"]) == 1.0  # plain samples of |psi|^2
     devices = set(jax.devices()[:4])
     for leaf in jax.tree_util.tree_leaves(new.params):
         assert leaf.sharding.device_set == devices
@@ -319,6 +320,7 @@ def test_a_loop_of_steps_on_several_cpu_devices_does_not_hang():
     state = vmc.init(jax.random.key(1), model.init(jax.random.key(0), jnp.ones((1, 8), jnp.int8)))
     for _ in range(800):
         state, metrics = vmc.step(state)
+    assert metrics_to_record(metrics, 800, 8, 0.0)["effective_samples"] is None  # exact sums
     exact = ground_state_energy(Heisenberg(lattice, marshall_sign=True), total_sz=0)
     assert abs(float(np.real(metrics["energy"])) - exact) < 1e-6 * abs(exact)
 
@@ -352,6 +354,10 @@ def test_a_step_on_samples_of_a_power_of_psi_weighs_them():
     np.testing.assert_allclose(complex(metrics["energy"]), np.sum(w * e_loc), rtol=1e-12)
     expected = weighted_statistics(per_chain(e_loc, 16), per_chain(w, 16))
     np.testing.assert_allclose(float(metrics["energy_error"]), float(expected.error_of_mean), rtol=1e-10)
+    # Kish's effective sample fraction of those weights, in the step's log record
+    rec = metrics_to_record(metrics, 1, 6, 0.0)
+    np.testing.assert_allclose(rec["effective_samples"], 1.0 / (64 * np.sum(w * w)), rtol=1e-10)
+    assert 0.0 < rec["effective_samples"] < 1.0
     jac = jacobian(derivative_form(model.apply), params, samples)
     direction = sr_direction(jac, jnp.asarray(e_loc), diag_shift=1e-3, weights=jnp.asarray(w))
     moved = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a, b: a - b, new.params, params))

@@ -424,6 +424,7 @@ class VMC:
             stats = sample_statistics(e_loc, self.sampler.n_chains, weights, exact=self.exact)
             wide = tuning.wide_dtype()
             metrics = dict(
+                effective_samples=_effective_fraction(weights, self.exact, wide),
                 energy=stats.mean, energy_error=stats.error_of_mean, variance=stats.variance,
                 tau=stats.tau, r_hat=stats.r_hat,
                 acceptance=jnp.sum(chains.n_accepted).astype(wide) / jnp.maximum(jnp.sum(chains.n_proposed), 1).astype(wide),
@@ -494,6 +495,17 @@ class Diverged(RuntimeError):
         )
 
 
+def _effective_fraction(weights, exact: bool, dtype) -> jax.Array:
+    """Kish's effective sample size over the sample count, 1 / (n sum w^2) for the step's
+    normalized importance ``weights`` (n,): 1 for plain samples of |psi|^2, NaN for exact sums."""
+    if exact:
+        return jnp.asarray(jnp.nan, dtype)
+    if weights is None:
+        return jnp.asarray(1.0, dtype)
+    w = weights.astype(dtype)
+    return 1.0 / (w.shape[0] * jnp.sum(w * w))
+
+
 def _finite_or_none(x) -> float | None:
     """A float, or None (JSON null) where it is not finite (e.g. R-hat of one sample per chain)."""
     x = float(x)
@@ -516,6 +528,7 @@ def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: fl
         "r_hat": _finite_or_none(m["r_hat"]),
         "tau": _finite_or_none(m["tau"]),
         "step_norm": _finite_or_none(m["step_norm"]),
+        "effective_samples": _finite_or_none(m["effective_samples"]) if "effective_samples" in m else None,
         "sr_fallback": bool(m["sr_fallback"]),
         "wall_time_s": wall_time,
     }
