@@ -94,8 +94,7 @@ def sampled_lanczos(run, state, n_samples: int, seed: int) -> dict:
     drawn_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     step, first = lanczos_sampled(run.hamiltonian, run.model.apply, state.params, run.sampler,
-                                  jax.random.fold_in(seed_key(seed), 1), samples,
-                                  local_energies=run.vmc.local_energies)
+                                  jax.random.fold_in(seed_key(seed), 1), samples)
     return {"n_samples": n_samples, "draw_s": round(drawn_s, 2), "lanczos_s": round(time.perf_counter() - t0, 2),
             "sampled": lanczos_record(step, n_sites, exact, first=first),
             "from_psi_samples": lanczos_record(first, n_sites, exact)}

@@ -147,6 +147,41 @@ def test_lanczos_state_is_finite_where_psi_is_tiny_beside_large_neighbours():
         np.testing.assert_allclose(got, np.log(np.abs(psi_b)), rtol=tol, atol=tol * 100)
 
 
+def test_terms_are_finite_where_psi_is_tiny_beside_large_neighbours():
+    """d and q in float32 (the chip's precision) at and around a configuration whose
+    neighbours are e^100 times larger (its local energy overflows float32; samples of psi_b
+    go there): finite and equal to the float64 values of the dense (H - e) psi and
+    (H - e)^2 psi over psi, and the step from them to the dense Krylov energy."""
+    ham = Heisenberg(Chain(6))
+    states = all_states(6, 0)
+    rng = np.random.default_rng(11)
+    table = 0.3 * (rng.normal(size=len(states)) + 1j * rng.normal(size=len(states)))
+    table[0] -= 100.0
+    codes = jnp.asarray([int(np.sum((x > 0) * 2 ** np.arange(6))) for x in states])
+
+    def log_psi(full, s):
+        return full[jnp.sum((s > 0) * 2 ** jnp.arange(6), axis=1)]
+
+    e = -2.5
+    psi = np.exp(table)
+    h = ham.to_sparse(states)
+    h1 = h @ psi - e * psi
+    d_dense, q_dense = h1 / psi, (h @ h1 - e * h1) / psi
+    full = jnp.zeros(2 ** 6, jnp.complex64).at[codes].set(jnp.asarray(table, jnp.complex64))
+    d, q, _ = lanczos_terms(ham, log_psi, full, states, e_ref=e)
+    assert np.all(np.isfinite(d)) and np.all(np.isfinite(q))
+    assert abs(d[0]) > 1e40  # beyond float32's range: held in float64
+    np.testing.assert_allclose(d, d_dense, rtol=1e-4)
+    np.testing.assert_allclose(q, q_dense, rtol=1e-4, atol=1e-4 * np.median(np.abs(q_dense)))
+    # the step over every configuration (weights |psi|^2: configuration 0's is e^-200)
+    p = np.abs(psi) ** 2
+    step = lanczos_from_terms(d, q, e, weights=p / p.sum())
+    v = psi / np.linalg.norm(psi)
+    m1, m2, m3 = (np.real(np.vdot(v, h @ v)), np.real(np.vdot(h @ v, h @ v)), np.real(np.vdot(h @ v, h @ (h @ v))))
+    e1 = scipy.linalg.eigh([[m1, m2], [m2, m3]], [[1.0, m1], [m1, m2]], eigvals_only=True)[0]
+    assert abs(step.energy - e1) < 1e-5 * abs(e1)
+
+
 # slow: 30 sampled Lanczos steps (20-40 s); their reweighting is exact: test_samples_of_the_lanczos_state_reweight_exactly
 @pytest.mark.slow
 def test_sampled_estimate_covers_the_exact_value():

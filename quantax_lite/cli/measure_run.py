@@ -130,20 +130,17 @@ def lanczos_of_run(run, params, samples, weights=None, *, key=None, progress: bo
     exact energy where known): with ``weights``, summed exactly over ``samples`` (an
     exact-sum run's orbit rows); else from chain-major ``samples`` of the run's chains,
     which choose the step, and as many samples of the step's own state drawn with ``key``
-    (:func:`~quantax_lite.observables.lanczos.lanczos_sampled`). In the run's own basis, with the
-    driver's local energies (its memory budget)."""
+    (:func:`~quantax_lite.observables.lanczos.lanczos_sampled`). In the run's own basis."""
     exact = run.recipe.reference_energy(run.lattice, run.hamiltonian)
     n = int(np.shape(samples)[0])
     with tqdm(total=n if weights is not None else 2 * n, desc="Lanczos step", disable=not progress,
               dynamic_ncols=True, file=sys.stderr) as bar:
         advance = lambda done, total: bar.update(done - bar.n)  # noqa: E731
         if weights is not None:
-            step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights,
-                                local_energies=run.vmc.local_energies, progress=advance)
+            step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights, progress=advance)
             return lanczos_record(step, run.lattice.n_sites, exact)
         step, first = lanczos_sampled(run.hamiltonian, run.model.apply, params, run.sampler,
-                                      jax.random.key(0) if key is None else key, samples,
-                                      local_energies=run.vmc.local_energies, progress=advance)
+                                      jax.random.key(0) if key is None else key, samples, progress=advance)
     return lanczos_record(step, run.lattice.n_sites, exact, first)
 
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from quantax_lite.utils import tuning
 from quantax_lite.utils.validate import positive_int
-from quantax_lite.observables.programs import cached, local_values_fn
+from quantax_lite.observables.programs import cached
 from quantax_lite.operators.hamiltonian import hamiltonian_sizes
 from quantax_lite.utils import chunk_map
 
@@ -213,7 +213,8 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
                        e_ref=float(e_ref), n_samples=int(n), exact=exact)
 
 
-def _connections_program(hamiltonian, log_psi, chunk_size, mesh):
+@cached
+def _connections_program(hamiltonian, log_psi, chunk_size, mesh, choices):
     """``(params, s (b, n)) -> (s_conn (b, m, n), mels (b, m), log psi (b, m))``, chunked."""
 
     def rows(params, s):
@@ -222,23 +223,55 @@ def _connections_program(hamiltonian, log_psi, chunk_size, mesh):
         lp = log_psi(params, s_conn.reshape(b * m, n)).reshape(b, m)
         return s_conn, mels, lp
 
-    return jax.jit(chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True,
-                             mesh=mesh))
+    with tuning.using(choices):
+        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(f)
+
+
+def _relative_to_largest(lp, terms):
+    """``(top (b,), exp(lp - top) (b, m))``: ``top`` the largest ``Re lp`` over the slots
+    ``terms`` (b, m) of each row (0 where there is none), the exponentials 0 off them, so a
+    sum of the terms times ``e^top`` never overflows, even in float32."""
+    re = jnp.where(terms, jnp.real(lp), -jnp.inf)
+    top = jax.lax.stop_gradient(jnp.max(re, axis=1))
+    top = jnp.where(jnp.isfinite(top), top, 0)  # every term zero: no NaN below
+    return top, jnp.where(terms, jnp.exp(jnp.where(terms, lp - top[:, None], 0)), 0)
+
+
+@cached
+def _h_psi_program(hamiltonian, log_psi, chunk_size, mesh, choices):
+    """``(params, x (b, n)) -> (top (b,), h (b,))`` with ``(H psi)(x) = e^top h``, the sum
+    taken relative to the largest ``|psi|`` among its terms (:func:`_relative_to_largest`),
+    chunked: finite where ``psi(x)`` is tiny beside its connections, where a local energy
+    ``(H psi)(x) / psi(x)`` overflows float32."""
+
+    def rows(params, x):
+        x_conn, mels = hamiltonian.connected(x)
+        b, m, n = x_conn.shape
+        lp = log_psi(params, x_conn.reshape(b * m, n)).reshape(b, m)
+        top, scaled = _relative_to_largest(lp, mels != 0)
+        return top, jnp.sum(mels * scaled, axis=1)
+
+    with tuning.using(choices):
+        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(f)
 
 
 def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: float | None = None,
-                  local_energies: Callable | None = None, chunk_size: int | None = None, mesh=None,
+                  chunk_size: int | None = None, mesh=None,
                   progress: Callable[[int, int], None] | None = None):
     """Per configuration ``(d, q, e_ref)``: ``d = E_loc - e_ref`` and ``q = (H'^2 psi) / psi``
-    (module docstring), numpy ``(n,)`` each, for ``samples`` ``(n, n_sites)``.
+    (module docstring), numpy ``(n,)`` each in float64 (complex128 for a complex psi), for
+    ``samples`` ``(n, n_sites)``.
 
-    e_ref: default the mean local energy of ``samples`` (computed first). local_energies:
-    ``f(params, s, log_psi_s) -> (k,)`` for the connections (default
-    :func:`~quantax_lite.operators.hamiltonian.make_local_energy` with ``chunk_size``); it is called on
-    blocks of ``CONNECTIONS_PER_CALL`` configurations per device, only those with a nonzero
-    matrix element (padded in the last block), so it compiles once. chunk_size: also the
-    samples per device per step of the connections' own program (default: about
-    ``EVALUATIONS_PER_CHUNK`` network evaluations per step, either way). progress: ``f(done, total)``
+    e_ref: default the mean local energy of ``samples`` (computed first). ``(H psi)(s')``
+    of every connection ``s'`` with a nonzero matrix element is summed on the device
+    relative to its largest term (:func:`_h_psi_program`, one compiled size per power of
+    two up to ``CONNECTIONS_PER_CALL`` configurations per device) and divided by
+    ``psi(s)`` on the host in float64: finite where ``psi`` is tiny beside its
+    connections (where samples of ``psi_b`` go), whatever the network's precision.
+    chunk_size: samples per device per step of both programs (default: about
+    ``EVALUATIONS_PER_CHUNK`` network evaluations per step). progress: ``f(done, total)``
     over the samples.
     """
     n_sites, max_conn = hamiltonian_sizes(hamiltonian)
@@ -247,9 +280,9 @@ def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: flo
         raise ValueError(f"samples: expected shape (n, {n_sites}) with n >= 1, got {samples.shape}")
     if chunk_size is None:  # samples per device per step: about EVALUATIONS_PER_CHUNK evaluations
         chunk_size = max(1, EVALUATIONS_PER_CHUNK // max_conn)
-    if local_energies is None:  # one program per wavefunction and Hamiltonian, compiled once
-        local_energies = local_values_fn(hamiltonian, log_psi, chunk_size, mesh, tuning.current())
-    connections = _connections_program(hamiltonian, log_psi, chunk_size, mesh)
+    # compiled once per wavefunction, Hamiltonian, chunking and the speed choices in force
+    connections = _connections_program(hamiltonian, log_psi, chunk_size, mesh, tuning.current())
+    h_psi = _h_psi_program(hamiltonian, log_psi, chunk_size, mesh, tuning.current())
     n = samples.shape[0]
     block = min(n, SAMPLES_PER_BLOCK)
     per_call = CONNECTIONS_PER_CALL * jax.device_count()
@@ -269,25 +302,28 @@ def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: flo
     done = 0
     for s_conn, mels, lp, k in parts:
         s_conn, mels, lp = s_conn[:k], mels[:k], lp[:k]
+        wide = np.result_type(lp.dtype, mels.dtype, np.float64)
         ratio = _ratios(lp, mels)
         rows, slots = np.nonzero(mels[:, 1:] != 0)
         slots = slots + 1
-        configs, lp_conf = s_conn[rows, slots], lp[rows, slots]
-        e_conn = np.zeros(len(rows), np.result_type(lp.dtype, mels.dtype))
+        configs = s_conn[rows, slots]
+        top, h = np.zeros(len(rows)), np.zeros(len(rows), wide)
         # one compiled size per power of two below a full call
         size = min(per_call, 1 << max(0, len(rows) - 1).bit_length())
         for c in range(0, len(rows), size):
-            x, lx = configs[c:c + size], lp_conf[c:c + size]
+            x = configs[c:c + size]
             real = x.shape[0]
             if real < size:
                 x = np.concatenate([x, np.repeat(x[:1], size - real, axis=0)])
-                lx = np.concatenate([lx, np.repeat(lx[:1], size - real)])
-            e_conn[c:c + real] = np.asarray(jax.device_get(local_energies(params, jnp.asarray(x), jnp.asarray(lx))))[:real]
+            t, v = jax.device_get(h_psi(params, jnp.asarray(x)))
+            top[c:c + real], h[c:c + real] = np.asarray(t)[:real], np.asarray(v)[:real]
+        # (H' psi)(s') / psi(s) for every slot: (H psi)(s') / psi(s) - e_ref psi(s') / psi(s)
+        lp_s = lp[:, 0].astype(wide)
         e_s = np.sum(mels * ratio, axis=1)
-        d_conn = np.zeros(mels.shape, e_conn.dtype)
-        d_conn[:, 0] = e_s - e_ref
-        d_conn[rows, slots] = e_conn - e_ref
-        q = np.sum(mels * ratio * d_conn, axis=1) - e_ref * (e_s - e_ref)
+        h_conn = np.zeros(mels.shape, wide)
+        h_conn[:, 0] = e_s - e_ref
+        h_conn[rows, slots] = np.exp(top - lp_s[rows]) * h - e_ref * ratio[rows, slots]
+        q = np.sum(mels * h_conn, axis=1) - e_ref * (e_s - e_ref)
         q_parts.append(q)
         done += k
         if progress is not None:
@@ -305,7 +341,7 @@ def _ratios(lp, mels):
 
 
 def lanczos_step(hamiltonian, log_psi: Callable, params, samples, *, weights=None, n_chains: int = 1,
-                 sampled_beta: float = 0.0, e_ref: float | None = None, local_energies: Callable | None = None,
+                 sampled_beta: float = 0.0, e_ref: float | None = None,
                  chunk_size: int | None = None, mesh=None,
                  progress: Callable[[int, int], None] | None = None) -> LanczosStep:
     """The Lanczos step of ``psi = exp(log_psi(params, .))`` estimated on ``samples``
@@ -317,7 +353,7 @@ def lanczos_step(hamiltonian, log_psi: Callable, params, samples, *, weights=Non
     :class:`LanczosStep`. On samples of ``psi`` alone the estimate can miss most of the
     gain (module docstring): :func:`lanczos_sampled` samples the step's own state.
     """
-    d, q, e_ref = lanczos_terms(hamiltonian, log_psi, params, samples, e_ref=e_ref, local_energies=local_energies,
+    d, q, e_ref = lanczos_terms(hamiltonian, log_psi, params, samples, e_ref=e_ref,
                                 chunk_size=chunk_size, mesh=mesh, progress=progress)
     return lanczos_from_terms(d, q, e_ref, weights=weights, n_chains=n_chains, sampled_beta=sampled_beta)
 
@@ -344,14 +380,11 @@ class LanczosState:
         beta = jnp.asarray(beta, mels.dtype)
         terms = (mels != 0).at[:, 0].set(True)
         coef = jnp.where(terms, beta * mels, 0).at[:, 0].add(1 - beta * jnp.asarray(e_ref, mels.dtype))
-        re = jnp.where(terms, jnp.real(lp_conn), -jnp.inf)
-        top = jax.lax.stop_gradient(jnp.max(re, axis=1, keepdims=True))
-        top = jnp.where(jnp.isfinite(top), top, 0)  # every term zero: log 0 = -inf below, no NaN
-        scaled = jnp.where(terms, jnp.exp(jnp.where(terms, lp_conn - top, 0)), 0)
-        return top[:, 0] + jnp.log(jnp.abs(jnp.sum(coef * scaled, axis=1)))
+        top, scaled = _relative_to_largest(lp_conn, terms)
+        return top + jnp.log(jnp.abs(jnp.sum(coef * scaled, axis=1)))
 
 
-def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *, local_energies=None,
+def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *,
                     chunk_size: int | None = None, mesh=None,
                     progress: Callable[[int, int], None] | None = None) -> tuple[LanczosStep, LanczosStep]:
     """The Lanczos step from samples of its own state: ``(step, first)``.
@@ -370,7 +403,7 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
     n, n_chains = samples.shape[0], sampler.n_chains
     if n % n_chains:
         raise ValueError(f"samples: {n} must be a multiple of the sampler's {n_chains} chains")
-    options = dict(local_energies=local_energies, chunk_size=chunk_size, mesh=mesh)
+    options = dict(chunk_size=chunk_size, mesh=mesh)
     tell = (lambda offset: None if progress is None else (lambda done, total: progress(offset + done, 2 * n)))
     first = lanczos_step(hamiltonian, log_psi, params, samples, n_chains=n_chains, progress=tell(0), **options)
     _, max_conn = hamiltonian_sizes(hamiltonian)
