@@ -88,7 +88,7 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
     exact_energy, iterations, block, windows, stages, final}``, each window
     ``{first_step, first_step_wall_s, last_step}``, each stage ``{group, first_step,
     last_step, steps, step_ms, switch_s, energy_per_site}`` (and ``relative_error`` with an
-    exact energy), the last two lists of :func:`blocks` of ``block`` steps; ``final``:
+    exact energy, ``effective_samples`` where every step logged it), the lists of :func:`blocks` of ``block`` steps; ``final``:
     :func:`final_estimate`."""
     from quantax_lite.recipes.stages import parse_symmetry
 
@@ -98,6 +98,9 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
     wall = np.array([float(x["wall_time_s"]) for x in log])
     per_site = np.array([float(x["energy"]) for x in log]) / int(summary["n_sites"])
     exact = summary.get("exact_energy")
+    # Kish's effective sample fraction of each step, where the log has it (training on |psi|^(2a))
+    effective = [x.get("effective_samples") for x in log]
+    effective = np.array(effective, float) if all(e is not None for e in effective) else None
     starts = window_starts(steps, wall, ends)
     windows = [dict(first_step=int(steps[i]), first_step_wall_s=float(wall[i]),
                     last_step=int(steps[(starts + [len(steps)])[k + 1] - 1]))
@@ -118,6 +121,8 @@ def summarize(log: list[dict], summary: dict, ends: list[int] | None = None, blo
         if exact is not None:
             rel = (per_site[idx] * int(summary["n_sites"]) - exact) / abs(exact)
             stage["relative_error"] = blocks(rel, int(steps[first]), block)
+        if effective is not None:
+            stage["effective_samples"] = blocks(effective[idx], int(steps[first]), block)
         stages.append(stage)
     return dict(symmetry=summary["symmetry"], network=summary.get("network"),
                 network_options=summary.get("network_options"), n_params=summary.get("n_params"),

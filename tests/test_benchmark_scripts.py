@@ -934,6 +934,12 @@ def test_training_curve_splits_stages_and_windows_and_averages_blocks(tmp_path, 
     assert full["relative_error"][1]["mean"] == pytest.approx(rel[5:7].mean())
     assert full["relative_error"][1]["error"] == pytest.approx(rel[5:7].std(ddof=1) / np.sqrt(2))
     assert trans["energy_per_site"][-1] == dict(first_step=3, last_step=3, mean=pytest.approx(e[2] / 4), error=None)
+    assert "effective_samples" not in trans  # not logged: not reported
+    # the effective sample fraction, per block, where every step logged it
+    ess = list(0.1 + 0.2 * rng.random(7))
+    log, summary, ends = curve.read_run(str(tmp_path / "runs" / "a"))
+    weighted = curve.summarize([dict(x, effective_samples=f) for x, f in zip(log, ess)], summary, ends, block=2)
+    assert weighted["stages"][1]["effective_samples"][0]["mean"] == pytest.approx(np.mean(ess[3:5]))
     # windows as accuracy.py lists them: found where the clock does not go back as well
     (tmp_path / "runs" / "a" / "accuracy_windows.json").write_text(json.dumps([dict(iterations=5), dict(iterations=7)]))
     assert curve.summarize(*curve.read_run(str(tmp_path / "runs" / "a")), block=2)["windows"] == r["windows"]
