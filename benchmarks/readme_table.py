@@ -74,12 +74,20 @@ def n_sites(row: dict) -> int:
     return n
 
 
+def recipe_of_row(row: dict):
+    """The recipe the row's command line makes (its defaults and 'auto' decisions included)."""
+    from quantax_lite.cli.command import build_parser, recipe_of_args
+
+    return recipe_of_args(build_parser().parse_args(["train", *shlex.split(row["options"])]))
+
+
 def system_label(row: dict) -> str:
     opts = options_of(row)
     lattice = opts["--lattice"]
     kind, _, shape = lattice.rpartition(":")
     where = f"chain of {shape}" if kind == "chain" else f"{kind} {shape}" if kind else shape
-    model = HAMILTONIANS.get(opts.get("--hamiltonian"), opts.get("--hamiltonian"))
+    hamiltonian = recipe_of_row(row).hamiltonian
+    model = HAMILTONIANS.get(hamiltonian, hamiltonian)
     if opts.get("--J2") is not None:
         model += f" (J2 = {opts['--J2']})"
     return f"{model}, {where}: `{row['system']}`"
@@ -124,7 +132,7 @@ def accuracy_rows(rows: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         sites = n_sites(r)
-        exact_sum = options_of(r).get("--sampling") == "exact_sum"
+        exact_sum = recipe_of_row(r).sampling == "exact_sum"
         if r.get("relative_error") is None:
             rel = DASH
         elif exact_sum or not r.get("relative_error_bar"):

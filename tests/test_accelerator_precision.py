@@ -278,18 +278,20 @@ def test_trains_4x4_to_exact_without_x64():
 
 
 def test_lanczos_programs_lowered_for_tpu():
-    """The Lanczos step's device programs (the connections of the samples, and one sweep of
-    the Lanczos state's sampler) hold no float64 on the chip, with a float32 network."""
+    """The Lanczos step's device programs (the connections of the samples, H psi of each
+    connection relative to its largest term, and one sweep of the Lanczos state's sampler)
+    hold no float64 on the chip, with a float32 network."""
     import dataclasses as dc
 
-    from quantax_lite.observables.lanczos import LanczosState, _connections_program
+    from quantax_lite.observables.lanczos import LanczosState, _connections_program, _h_psi_program
 
     with tuning.using(tuning.for_backend("tpu")):
         r = build(Recipe(lattice="4x4", hamiltonian="j1j2", samples=64))
         params, samples = r.state.params, jnp.ones((64, 16), jnp.int8).at[:, ::2].set(-1)
-        connections = _connections_program(r.hamiltonian, r.model.apply, 4, None)
-        _assert_accelerator_safe(connections.trace(params, samples).lower(lowering_platforms=("tpu",)).as_text(),
-                                 "Lanczos: connections")
+        for name, build_program in (("connections", _connections_program), ("H psi", _h_psi_program)):
+            program = build_program(r.hamiltonian, r.model.apply, 4, None, tuning.current())
+            _assert_accelerator_safe(program.trace(params, samples).lower(lowering_platforms=("tpu",)).as_text(),
+                                     f"Lanczos: {name}")
         wide = tuning.wide_dtype()  # as lanczos_sampled passes b and e_ref
         theta = (params, jnp.asarray(-0.1, wide), jnp.asarray(-8.0, wide))
         _assert_accelerator_safe(_lower_tpu(LanczosState(r.hamiltonian, r.model.apply), theta, samples),

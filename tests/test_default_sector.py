@@ -75,7 +75,7 @@ def test_triangular_4x3_default_is_not_the_trivial_sector():
     auto = Recipe(lattice="triangular:4x3", symmetry="full")
     assert auto.resolved().momentum == (2, 0) and auto.resolved().rotation_parity == -1
     for kwargs in (dict(momentum=None), dict(momentum=(0, 0))):
-        user = Recipe(lattice="triangular:4x3", **kwargs)
+        user = Recipe(lattice="triangular:4x3", symmetry="translations", **kwargs)
         _, ham, group = user.system()
         e_trivial = dense_sector_energy(ham, group)
         assert e_trivial > e0 + 0.3
@@ -150,7 +150,7 @@ def test_auto_settings_follow_the_measured_rows():
     given = Recipe(lattice="6x6", hamiltonian="j1j2", channels=16, depth=4, sr_momentum=0.0, diag_shift=1e-4)
     assert given.network_size() == (16, 4) and given.optimizer_settings() == (0.0, 1e-4)
     assert Recipe(lattice="6x6", channels=None, depth=None).network_size() == (None, None)  # the network's own
-    lines = Recipe(lattice="triangular:4x3").auto_decisions()
+    lines = Recipe(lattice="triangular:4x3", symmetry="translations").auto_decisions()
     assert lines[0].startswith("sector momentum (2, 0), spin parity not imposed (symmetry translations): chosen "
                                "by exact diagonalization")
     assert "sr-momentum 0.9, diag-shift 0.001" in lines[1] and "channels 12, depth 2" in lines[1]
@@ -204,10 +204,10 @@ def test_a_short_default_run_trains_below_the_trivial_sector():
     from quantax_lite.driver.vmc import run
 
     jax.config.update("jax_enable_x64", True)
-    recipe = Recipe(lattice="triangular:4x3", sampling="exact_sum", precision="f64", lr=0.05)
+    recipe = Recipe(lattice="triangular:4x3", symmetry="translations", sampling="exact_sum", precision="f64", lr=0.05)
     r = build(recipe)
     assert r.recipe.momentum == (2, 0) and r.recipe.sr_momentum == 0.9
-    trivial = Recipe(lattice="triangular:4x3", momentum=None)
+    trivial = Recipe(lattice="triangular:4x3", symmetry="translations", momentum=None)
     _, ham, group = trivial.system()
     e_trivial = dense_sector_energy(ham, group)
     e0 = whole_space_energy(parse_lattice("triangular:4x3"))
@@ -227,7 +227,7 @@ def test_the_command_says_which_sector_and_records_it(tmp_path, capsys):
     from quantax_lite.recipes import recipe_of_run
 
     out = str(tmp_path / "run")
-    common = ["train", "--lattice", "triangular:4x3", "--sampling", "exact_sum", "--out", out, "--channels", "2",
+    common = ["train", "--lattice", "triangular:4x3", "--symmetry", "translations", "--sampling", "exact_sum", "--out", out, "--channels", "2",
               "--depth", "1", "--checkpoint-every", "1"]
     assert main(common + ["--iters", "2"]) == 0
     err = capsys.readouterr().err
@@ -245,7 +245,8 @@ def test_the_command_says_which_sector_and_records_it(tmp_path, capsys):
     recipe, _, metadata = recipe_of_run(out)
     assert metadata["config"]["momentum"] == [2, 0] and metadata["config"]["sr_momentum"] == 0.9
     # (the command records the phase rule 'auto' picked: none on this cluster)
-    assert recipe == Recipe(lattice="triangular:4x3", sampling="exact_sum", channels=2, depth=1, phase_rule="none")
+    assert recipe == Recipe(lattice="triangular:4x3", symmetry="translations", sampling="exact_sum", channels=2, depth=1,
+                           phase_rule="none")
     assert recipe.resolved() is recipe  # nothing left to decide: the run reloads as it was made
     assert main(common + ["--iters", "3", "--resume", "--no-progress"]) == 0
 

@@ -118,7 +118,7 @@ def test_a_nearly_uniform_network_with_the_rule_starts_at_the_ordered_state(name
     (E = n_bonds / 4, the highest eigenstate); with the recipe's rule it is the coplanar
     state projected on Sz = 0 and the sector, whose energy is below the classical
     -n_bonds / 8."""
-    recipe = Recipe(lattice=name, channels=2, depth=1, precision="f64")
+    recipe = Recipe(lattice=name, symmetry="translations", channels=2, depth=1, precision="f64")
     lattice, ham, group_ = recipe.system()
     n_bonds = len(lattice.bonds(1))
     s = jnp.ones((1, lattice.n_sites), jnp.int8)

@@ -47,7 +47,7 @@ def test_recipe_sector_holds_the_exact_ground_state_of_triangular_4x3():
     recipe's group of momentum (2, 0) has characters it satisfies, psi(g s) = psi(s) / chi_g,
     the sector's energy (sparse ED in the sector) is the ground energy, and k = 0 is not."""
     e0, psi, states = dense_ground_state(Triangular(4, 3))
-    recipe = Recipe(lattice="triangular:4x3", momentum=(2, 0), spin_parity=1)
+    recipe = Recipe(lattice="triangular:4x3", momentum=(2, 0), spin_parity=1, symmetry="translations")
     lattice, ham, group = recipe.system()
     assert group.n_elements == 24 and group.has_spin_inversion and not group.is_trivial_sector
     for g in range(group.n_elements):
@@ -133,10 +133,10 @@ def test_spin_parity_with_translations_and_full():
     spectrum's states with psi(-s) = -psi(s))."""
     lattice = Kagome(2, 2)
     e0, psi, states = dense_ground_state(lattice)
-    odd = Recipe(lattice="kagome:2x2", spin_parity=-1)
+    odd = Recipe(lattice="kagome:2x2", symmetry="translations", spin_parity=-1)
     group = odd.system()[2]
     assert group == product(translations(lattice), spin_inversion(lattice, -1))
-    assert odd.system()[2] != Recipe(lattice="kagome:2x2", spin_parity=1).system()[2]
+    assert odd.system()[2] != Recipe(lattice="kagome:2x2", symmetry="translations", spin_parity=1).system()[2]
     flip = act(spin_inversion(lattice), 1, np.arange(len(states), dtype=float), states).astype(int)
     F = np.eye(len(states))[:, flip]
     assert np.allclose(F @ psi, psi)

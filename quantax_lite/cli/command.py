@@ -80,6 +80,27 @@ def _configure_jax() -> None:
     compile_cache.configure()
 
 
+def recipe_of_args(args) -> Recipe:
+    """The recipe of parsed ``train`` options. 'auto' sampling and symmetry: with ``--resume``
+    those of the run in ``--out`` (decided when it began, perhaps by an earlier version);
+    else ``--samples`` given asks for samples, so the sampling is metropolis (an exact sum
+    draws none), and the recipe decides the rest."""
+    fields = {name: getattr(args, name) for name in RECIPE}
+    auto = [name for name in ("sampling", "symmetry") if fields[name] == "auto"]
+    if auto and getattr(args, "resume", False) and args.out is not None:
+        from quantax_lite.recipes import recipe_of_run
+
+        try:
+            recorded = recipe_of_run(args.out)[0]
+        except (OSError, TypeError, ValueError):  # no readable run there: named when the run starts
+            recorded = None
+        if recorded is not None:
+            fields.update({name: getattr(recorded, name) for name in auto})
+    if fields["sampling"] == "auto" and "samples" in getattr(args, "given_options", ()):
+        fields["sampling"] = "metropolis"
+    return Recipe(**fields)
+
+
 def train(args) -> dict | None:
     """Run the training the options describe; returns the summary (None with --dry-run)."""
     import jax
@@ -91,7 +112,7 @@ def train(args) -> dict | None:
 
     _usage(check_process_options, args.coordinator, args.num_processes, args.process_id)
     _usage(positive_int, args.init_timeout, "init_timeout")
-    recipe = _usage(Recipe, **{name: getattr(args, name) for name in RECIPE})
+    recipe = _usage(recipe_of_args, args)
     if recipe.sampling == "exact_sum" and "samples" in getattr(args, "given_options", ()):
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
@@ -114,6 +135,7 @@ def train(args) -> dict | None:
     _configure_jax()  # (after joining: it starts the backend)
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
     config["phase_rule"] = recipe.phase_rule_kind()  # what auto picks: runs made before the option resume
+    config["sampling"], config["symmetry"] = recipe.sampling, recipe.symmetry  # as decided, not 'auto'
     if not recipe.has_momentum():  # no choice to record: a run of any version at k = 0 resumes
         config.pop("momentum_readout", None)
     summary = training.train(recipe, args.out, iters=args.iters, resume=args.resume, restart=args.restart,

@@ -40,6 +40,9 @@ PRESETS = types.MappingProxyType({
                                  spin_parity=-1, rotation_parity=-1, amplitude="signed", phase_rule="none",
                                  channels=12, depth=2, sampling="exact_sum", lr=0.1, lr_half_life=1000.0,
                                  diag_shift=1e-3),
+    # right by default: every option at its default (sampling and symmetry 'auto': exact sums, full group)
+    "heisenberg_kagome2x2_default": dict(lattice="kagome:2x2"),
+    "heisenberg_triangular4x3_default": dict(lattice="triangular:4x3"),
     # accelerator rows (budgets in chip-minutes): 16 channels, depth 6
     "heisenberg_6x6_chip": dict(lattice="6x6", hamiltonian="heisenberg", channels=16, depth=6, samples=4096,
                                 lr_half_life=1000.0, eval_samples=65536),
@@ -65,7 +68,8 @@ PRESETS = types.MappingProxyType({
 ITERATIONS = types.MappingProxyType({
     "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
     "heisenberg_chain20": 1800, "heisenberg_6x6": 850, "j1j2_6x6": 800, "heisenberg_triangular6x6": 450,
-    "heisenberg_kagome2x3": 400, "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500, "j1j2_6x6_deep_chip": 8000,
+    "heisenberg_kagome2x3": 400, "heisenberg_kagome2x2_default": 600, "heisenberg_triangular4x3_default": 600,
+    "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500, "j1j2_6x6_deep_chip": 8000,
     "j1j2_6x6_deep_power_chip": 4000, "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
 })
 

@@ -39,6 +39,44 @@ FRUSTRATED_INIT_SCALE = 0.3
 # (the sector fields' None: k = 0, spin parity not imposed with translations, +1 with full).
 
 
+# sampling 'auto' sums exactly over sectors of at most this many configurations on frustrated
+# models: kagome:2x2 and triangular:4x3 (924 each) stalled at 3.2e-2 and 7.3e-4 with the sampled
+# defaults and reached 3.1e-8 and 2.2e-6 in 11-14 s by exact sums with the full group
+# (docs/research_log.md, 2026-12-07); the 4x4 J1-J2 sector (12,870) stays sampled
+AUTO_EXACT_SUM_STATES = 4096
+# options that only samples have: given one, sampling 'auto' is metropolis
+SAMPLING_OPTIONS = ("chains", "sweep_size", "eval_samples", "full_stage_samples")
+
+
+def decide_sampling(recipe) -> None:
+    """Decide 'auto' ``sampling`` and ``symmetry`` in place (at construction: they depend on
+    the lattice and model only, and a run records the decision): exact sums
+    (``exact_sum``) for a frustrated model (:func:`frustration`) on a periodic lattice whose
+    Sz sector holds at most :data:`AUTO_EXACT_SUM_STATES` configurations, with no sampling
+    option given and ``sampling_power`` 1, ``metropolis`` otherwise; ``symmetry`` 'full'
+    where that exact sum was chosen, 'translations' otherwise."""
+    sampling_auto, symmetry_auto = is_auto(recipe.sampling), is_auto(recipe.symmetry)
+    if not (sampling_auto or symmetry_auto):
+        return
+    small_frustrated = False
+    try:
+        lattice = parse_lattice(recipe.lattice)
+        if lattice.pbc and frustration(recipe, lattice) is not None:
+            from quantax_lite.hilbert.configurations import sector_size
+
+            n = lattice.n_sites
+            small_frustrated = sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None) \
+                <= AUTO_EXACT_SUM_STATES
+    except (TypeError, ValueError):  # a lattice or coupling the checks below name
+        pass
+    if sampling_auto:
+        sampled = recipe.sampling_power != 1 or any(getattr(recipe, k) is not None for k in SAMPLING_OPTIONS)
+        object.__setattr__(recipe, "sampling", "exact_sum" if small_frustrated and not sampled else "metropolis")
+    if symmetry_auto:
+        full = small_frustrated and recipe.sampling == "exact_sum"
+        object.__setattr__(recipe, "symmetry", "full" if full else "translations")
+
+
 def model_entry(recipe):
     """The registered model of ``hamiltonian`` (:func:`~quantax_lite.hamiltonians.hamiltonian_entry`)."""
     return hamiltonian_entry(recipe.hamiltonian)

@@ -61,13 +61,14 @@ class Recipe:
                                    "triangular and kagome lattices whose three sublattices colour every "
                                    "nearest-neighbour bond (triangular: both extents divisible by 3), none elsewhere",
                              PHASE_RULES)
-    symmetry: str = recipe_field("translations", str, "network", "projection group: none, translations (by whole "
+    symmetry: str = recipe_field(AUTO, str, "network", "projection group: none, translations (by whole "
                                  "unit cells) or full = translations x the cluster's point group (from its geometry: up "
                                  "to C4v on square, C6v on triangular, honeycomb and kagome clusters) x spin inversion "
                                  "(more accurate, about 16x the cost of translations on a square lattice); or staged, "
                                  "'translations>full@N': translations for the first N steps, then the full group with "
                                  "the same parameters (symmetry restoration: most of the accuracy of full for a "
-                                 "fraction of its cost)")
+                                 "fraction of its cost); auto: full where sampling (auto) sums exactly over a small "
+                                 "frustrated cluster, translations otherwise")
     momentum: Any = recipe_field(AUTO, momentum_text, "network", "momentum sector 'm1,m2' ('m' on a chain) of the "
                                  "translations: integers m_d, k = sum_d m_d b_d / L_d (b_d the reciprocal vectors, L_d "
                                  "the cells along a_d; symmetry.allowed_momenta); with symmetry full the point group is "
@@ -109,12 +110,16 @@ class Recipe:
                                   "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
                                   "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
     precision: str = recipe_field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
-    sampling: str = recipe_field("metropolis", str, "optimization", "metropolis: Markov-chain samples of |psi|^2 "
+    sampling: str = recipe_field(AUTO, str, "optimization", "metropolis: Markov-chain samples of |psi|^2 "
                                  "(samples per step); exact_sum: no samples, every configuration of the sector with its "
                                  "exact weight, one per orbit of the symmetry group: energies, variances "
                                  "and SR steps without sampling noise, and a final energy without error bar (small "
-                                 "systems: up to 22 sites; samples, chains, sweep-size and eval-samples do not apply)",
-                           SAMPLINGS)
+                                 "systems: up to 22 sites; samples, chains, sweep-size and eval-samples do not apply); "
+                                 "auto: exact_sum for a frustrated model (J1-J2, triangular or kagome Heisenberg) whose "
+                                 "sector holds at most 4096 configurations (e.g. kagome:2x2, triangular:4x3) when no "
+                                 "sampling option is given (chains, sweep-size, eval-samples, full-stage-samples, "
+                                 "sampling-power; on the command also samples), metropolis otherwise",
+                           (AUTO,) + SAMPLINGS)
     samples: int = recipe_field(1024, int, "optimization", "samples per step")
     full_stage_samples: int | None = recipe_field(None, int, "optimization", "with a staged symmetry "
                                                   "('translations>full@N'): samples per step from step N on, where "
@@ -169,6 +174,7 @@ class Recipe:
         """The checks of every field, then across fields (:func:`resolve.check`)."""
         schema.check_schema_version(schema_version)
         check_choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
+        resolve.decide_sampling(self)  # 'auto' sampling and symmetry, from the lattice and model alone
         parse_symmetry(self.symmetry)
         check_choice(self.amplitude, "amplitude", AMPLITUDES)
         check_choice(self.phase_rule, "phase_rule", PHASE_RULES)
