@@ -67,8 +67,8 @@ class Recipe:
                                  "(more accurate, about 16x the cost of translations on a square lattice); or staged, "
                                  "'translations>full@N': translations for the first N steps, then the full group with "
                                  "the same parameters (symmetry restoration: most of the accuracy of full for a "
-                                 "fraction of its cost); auto: full where sampling (auto) sums exactly over a small "
-                                 "frustrated cluster, translations otherwise")
+                                 "fraction of its cost); auto: full where the run sums exactly (sampling exact_sum) over "
+                                 "a small frustrated cluster (see sampling), translations otherwise")
     momentum: Any = recipe_field(AUTO, momentum_text, "network", "momentum sector 'm1,m2' ('m' on a chain) of the "
                                  "translations: integers m_d, k = sum_d m_d b_d / L_d (b_d the reciprocal vectors, L_d "
                                  "the cells along a_d; symmetry.allowed_momenta); with symmetry full the point group is "
