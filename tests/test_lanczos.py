@@ -89,7 +89,8 @@ def test_an_eigenstate_takes_no_step():
 @pytest.mark.parametrize("c", [0.0, -0.3, 0.17])
 def test_samples_of_the_lanczos_state_reweight_exactly(c, rng):
     """Exact probabilities of |psi_c|^2 (dense, c any) with sampled_beta=c give the dense
-    Krylov energy to 1e-10: the reweighting by 1 / |1 + c d|^2 is exact."""
+    Krylov energy to 1e-10: the reweighting by 1 / |1 + c d|^2 is exact; the sampled state's
+    own energy is that of the dense psi_c = (1 + c (H - e_ref)) psi."""
     ham = Heisenberg(Chain(10))
     params = random_params(rng, 10)
     states = all_states(10, 0)
@@ -99,6 +100,11 @@ def test_samples_of_the_lanczos_state_reweight_exactly(c, rng):
     step = lanczos_from_terms(d, q, e_ref, weights=p_c / p_c.sum(), sampled_beta=c)
     e1, h1 = dense_lanczos(ham, params, states)
     assert abs(step.energy - e1) < 1e-10 * abs(e1) and abs(step.variational_energy - h1) < 1e-10 * abs(h1)
+    psi = np.exp(np.asarray(jastrow(params, jnp.asarray(states))))
+    h = ham.to_sparse(states)
+    psi_c = psi + c * (h @ psi - e_ref * psi)
+    e_c = np.real(np.vdot(psi_c, h @ psi_c) / np.vdot(psi_c, psi_c))
+    assert abs(step.sampled_energy - e_c) < 1e-10 * abs(e_c) and step.sampled_error == 0.0
 
 
 def test_lanczos_state_samples_its_own_distribution():
@@ -293,7 +299,7 @@ def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, 
     assert main(["train", "--lattice", "chain:8", "--channels", "4", "--depth", "1", "--samples", "64", "--chains",
                  "16", "--iters", "2", "--eval-samples", "256", "--no-progress", "--seed", "3", "--out", out]) == 0
     assert main(["measure", "--out", out, "--lanczos", "--samples", "512", "--no-dimers", "--no-progress"]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
     with open(os.path.join(out, "observables.json")) as fh:
         lz = json.load(fh)["lanczos"]
     loaded = load_run(out)
@@ -308,6 +314,12 @@ def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, 
     assert lz["samples_from"] == "the Lanczos state's own |psi_b|^2" and lz["n_samples"] == 512
     assert 0 < lz["error"] and abs(lz["energy"] - e1) < 4 * lz["error"], (lz["energy"], e1, lz["error"])
     assert lz["from_psi_samples"]["n_samples"] == 512 and lz["energy"] < h1
+    # the state the second set was drawn from, psi_c with c the first set's b, by its own samples
+    c, e_ref = lz["from_psi_samples"]["beta"], lz["e_ref"]
+    psi_c = psi + c * (v1 - e_ref * psi)
+    e_c = np.real(np.vdot(psi_c, h @ psi_c) / np.vdot(psi_c, psi_c))
+    assert 0 < lz["sampled_state_error"] and abs(lz["sampled_state_energy"] - e_c) < 4 * lz["sampled_state_error"]
+    assert "the state sampled" in printed and f"{lz['sampled_state_energy']:.6f}" in printed
 
 
 def test_non_finite_terms_give_no_step():

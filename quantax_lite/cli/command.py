@@ -179,10 +179,17 @@ def measure(args) -> dict:
             ("S(pi,pi)", fmt(spp, ".5f")), ("m^2", fmt(m2, ".6f"))]
     if "lanczos" in obs:
         lz = obs["lanczos"]
-        rel = (f", relative error {lz['relative_error']:.3g} (network {lz['variational_relative_error']:.3g})"
+        first = lz.get("from_psi_samples", lz)  # the network's energy from its own samples
+        rel = (f", relative error {lz['relative_error']:.3g} (network {first['variational_relative_error']:.3g})"
                if lz.get("relative_error") is not None else "")
         rows.append(("Lanczos", fmt({"mean": lz["energy"], "error": lz["error"] if not lz["exact_sums"] else None},
                                     ".6f") + f" (1 + alpha H)|psi>, alpha {lz['alpha'] if lz['alpha'] is None else format(lz['alpha'], '.4g')}{rel}"))
+        if "from_psi_samples" in lz:  # the state psi_b was sampled at: its energy without reweighting
+            own = (f", relative error {lz['sampled_state_relative_error']:.3g}"
+                   if lz.get("sampled_state_relative_error") is not None else "")
+            rows.append(("  sampled", fmt({"mean": lz["sampled_state_energy"], "error": lz["sampled_state_error"]},
+                                          ".6f") + f" the state sampled, (1 + b (H - E))|psi> at b = "
+                                                   f"{first['beta']:.4g}, by its own samples{own}"))
     rows += [("written", ", ".join(os.path.basename(p) for p in done.written))]
     print("\n".join(f"{k:<9} {v}" for k, v in rows))
     return obs

@@ -69,7 +69,10 @@ class LanczosStep(NamedTuple):
     error from the same jackknife: the two are correlated). ``alpha``: of ``1 + alpha H``
     (inf where the step is ``H|psi>`` itself); ``beta``, ``e_ref``: the same step as
     ``1 + beta (H - e_ref)``. ``n_samples``: configurations used; ``exact``: exact sums
-    (weights), errors 0.
+    (weights), errors 0. ``sampled_energy``, ``sampled_error``: ``<H>`` of the state the
+    samples come from, ``psi_c = (1 + c (H - e_ref)) psi`` (``c = sampled_beta``; ``psi`` itself
+    for ``c = 0``), by its own samples without reweighting: a variational energy of that
+    state, unbiased whatever the weights' tails (not optimal in ``b`` unless ``c`` is).
     """
 
     energy: float
@@ -85,6 +88,8 @@ class LanczosStep(NamedTuple):
     e_ref: float
     n_samples: int
     exact: bool
+    sampled_energy: float = math.nan
+    sampled_error: float = math.nan
 
 
 def _coefficients(d, q, w):
@@ -141,11 +146,12 @@ def lanczos_energy(numerator, denominator, second) -> tuple[float, float, float,
     return best, e_best, variances[0], variances[1]
 
 
-def _estimate(d, q, w, e_ref):
-    """(E of the step, E of psi, b, variance of the step, variance of psi), weights ``w``."""
+def _estimate(d, q, w, e_ref, c=0.0):
+    """(E of the step, E of psi, b, variance of the step, variance of psi, E of psi_c), weights ``w``."""
     numerator, denominator, second = _coefficients(d, q, w)
     b, shift, variance, variance0 = lanczos_energy(numerator, denominator, second)
-    return e_ref + shift, e_ref + numerator[0] / denominator[0], b, variance, variance0
+    e_c = e_ref + _quadratic(numerator, c) / _quadratic(denominator, c)
+    return e_ref + shift, e_ref + numerator[0] / denominator[0], b, variance, variance0, e_c
 
 
 def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
@@ -189,8 +195,8 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
             raise ValueError("sampled_beta: a sample lies on a node of psi_c (1 + c d = 0); it cannot come from "
                              "|psi_c|^2")
         w = w * v
-    energy, h1, beta, variance, variance0 = _estimate(d, q, w, e_ref)
-    error = h1_error = gain_error = 0.0 if exact else float("nan")
+    energy, h1, beta, variance, variance0, e_c = _estimate(d, q, w, e_ref, c)
+    error = h1_error = gain_error = e_c_error = 0.0 if exact else float("nan")
     if not exact:
         n_chains = positive_int(n_chains, "n_chains")
         if n % n_chains:
@@ -201,16 +207,17 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
             block_of = chain_of * blocks // n_chains
             leave_out = []
             for b in range(blocks):
-                e, h, _, _, _ = _estimate(d, q, np.where(block_of != b, w, 0.0), e_ref)
-                leave_out.append((e, h, e - h))
+                e, h, _, _, _, ec = _estimate(d, q, np.where(block_of != b, w, 0.0), e_ref, c)
+                leave_out.append((e, h, e - h, ec))
             est = np.asarray(leave_out)
             spread = np.sqrt((blocks - 1) / blocks * np.sum((est - est.mean(axis=0)) ** 2, axis=0))
-            error, h1_error, gain_error = (float(x) for x in spread)
+            error, h1_error, gain_error, e_c_error = (float(x) for x in spread)
     alpha = beta / (1.0 - beta * e_ref) if 1.0 - beta * e_ref != 0 else math.inf
     return LanczosStep(energy=float(energy), error=error, variance=float(variance), variational_energy=float(h1),
                        variational_error=h1_error, variational_variance=float(variance0),
                        gain=float(energy - h1), gain_error=gain_error, alpha=float(alpha), beta=float(beta),
-                       e_ref=float(e_ref), n_samples=int(n), exact=exact)
+                       e_ref=float(e_ref), n_samples=int(n), exact=exact, sampled_energy=float(e_c),
+                       sampled_error=e_c_error)
 
 
 @cached
@@ -437,6 +444,7 @@ def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None =
         "variational_energy": num(step.variational_energy), "variational_error": num(step.variational_error),
         "variational_v_score": num(n_sites * step.variational_variance / step.variational_energy ** 2),
         "gain": num(step.gain), "gain_error": num(step.gain_error),
+        "sampled_state_energy": num(step.sampled_energy), "sampled_state_error": num(step.sampled_error),
         "n_samples": step.n_samples, "exact_sums": step.exact,
     }
     record["samples_from"] = ("exact sums over |psi|^2" if step.exact else
@@ -446,6 +454,7 @@ def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None =
         record["relative_error"] = num((step.energy - exact_energy) / scale)
         record["relative_error_error"] = num(step.error / scale)
         record["variational_relative_error"] = num((step.variational_energy - exact_energy) / scale)
+        record["sampled_state_relative_error"] = num((step.sampled_energy - exact_energy) / scale)
     if first is not None:
         record["from_psi_samples"] = {k: v for k, v in lanczos_record(first, n_sites, exact_energy).items()
                                       if k not in ("what", "samples_from")}
