@@ -246,6 +246,11 @@ def test_bad_arguments():
         lanczos_from_terms(np.array([1.0, 2.0]), np.zeros(2), 0.0, sampled_beta=-1.0, n_chains=2)
     with pytest.raises(TypeError, match="sampled_beta"):
         lanczos_from_terms(np.zeros(2), np.zeros(2), 0.0, sampled_beta="x")
+    sampler = MetropolisSampler(jastrow, Exchange(Chain(4).bonds(1)), n_chains=2, n_sites=4)
+    for passes, error in ((1, ValueError), (0, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="passes"):
+            lanczos_sampled(ham, jastrow, params, sampler, jax.random.key(0),
+                            np.tile([[1, -1, 1, -1]], (4, 1)).astype(np.int8), passes=passes)
 
 
 def test_measure_lanczos_of_an_exact_sum_run_equals_the_dense_value(tmp_path, capsys):
@@ -320,6 +325,16 @@ def test_measure_lanczos_of_a_sampled_run_agrees_with_the_dense_value(tmp_path, 
     e_c = np.real(np.vdot(psi_c, h @ psi_c) / np.vdot(psi_c, psi_c))
     assert 0 < lz["sampled_state_error"] and abs(lz["sampled_state_energy"] - e_c) < 4 * lz["sampled_state_error"]
     assert "the state sampled" in printed and f"{lz['sampled_state_energy']:.6f}" in printed
+    # a third set, drawn at the b the second one chose: the state it was drawn from, by its own samples
+    assert main(["measure", "--out", out, "--lanczos", "--lanczos-passes", "3", "--samples", "512", "--no-dimers",
+                 "--no-progress"]) == 0
+    with open(os.path.join(out, "observables.json")) as fh:
+        lz3 = json.load(fh)["lanczos"]
+    assert lz3["sampled_state_beta"] == pytest.approx(lz["beta"])  # the same seed: the same first two sets
+    c = lz3["sampled_state_beta"]
+    psi_c = psi + c * (v1 - e_ref * psi)
+    e_c = np.real(np.vdot(psi_c, h @ psi_c) / np.vdot(psi_c, psi_c))
+    assert abs(lz3["sampled_state_energy"] - e_c) < 4 * lz3["sampled_state_error"], (lz3["sampled_state_energy"], e_c)
 
 
 def test_non_finite_terms_give_no_step():

@@ -95,6 +95,8 @@ MEASURE_BAD = {
     "--seed": ["-1", str(2**63), "x"],
     "--chunk-size": ["0", "-64", "big"],
     "--memory-budget": ["0.5", "lots"],  # measure bounds its memory by --chunk-size only
+    "--lanczos-passes": [["--lanczos", "--lanczos-passes", "1"], ["--lanczos", "--lanczos-passes", "x"],
+                         "3"],  # 3 without --lanczos: nothing to pass over
 }
 
 EVOLVE_BAD = {

@@ -49,7 +49,8 @@ EVOLVE_OPTIONS = {"initial_state", "t_end", "dt", "tol", "integrator", "regulari
 
 def _options() -> set[str]:
     """The names the command has options for (train's, measure's and evolve's), and ``out_dir``."""
-    return set(RECIPE) | {a.dest for a in build_parser().train_parser._actions} | {"out_dir", "samples", "dimers", "lanczos"} | EVOLVE_OPTIONS
+    return (set(RECIPE) | {a.dest for a in build_parser().train_parser._actions}
+            | {"out_dir", "samples", "dimers", "lanczos", "lanczos_passes"} | EVOLVE_OPTIONS)
 
 
 def _message(err: BaseException) -> str:
@@ -170,7 +171,8 @@ def measure(args) -> dict:
                          "memory with --chunk-size (samples per device per chunk, e.g. 64).")
     _configure_jax()
     done = measure_run(args.out, samples=args.samples, seed=args.seed, chunk_size=args.chunk_size,
-                       dimers=args.dimers, lanczos=args.lanczos, progress=not args.no_progress)
+                       dimers=args.dimers, lanczos=args.lanczos, lanczos_passes=args.lanczos_passes,
+                       progress=not args.no_progress)
     obs = done.observables
     e, spp, m2 = obs.get("energy", {}), obs["s_pi_pi"], obs["staggered_magnetization_sq"]
     fmt = lambda d, spec: "n/a" if d.get("mean") is None else (  # noqa: E731
@@ -189,7 +191,7 @@ def measure(args) -> dict:
                    if lz.get("sampled_state_relative_error") is not None else "")
             rows.append(("  sampled", fmt({"mean": lz["sampled_state_energy"], "error": lz["sampled_state_error"]},
                                           ".6f") + f" the state sampled, (1 + b (H - E))|psi> at b = "
-                                                   f"{first['beta']:.4g}, by its own samples{own}"))
+                                                   f"{lz['sampled_state_beta']:.4g}, by its own samples{own}"))
     rows += [("written", ", ".join(os.path.basename(p) for p in done.written))]
     print("\n".join(f"{k:<9} {v}" for k, v in rows))
     return obs

@@ -124,39 +124,41 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def lanczos_of_run(run, params, samples, weights=None, *, key=None, progress: bool = False) -> dict:
+def lanczos_of_run(run, params, samples, weights=None, *, key=None, passes: int = 2, progress: bool = False) -> dict:
     """One Lanczos step on the state ``params`` of ``run`` (:mod:`quantax_lite.observables.lanczos`),
     as its JSON record (:func:`~quantax_lite.observables.lanczos.lanczos_record`, against the run's
     exact energy where known): with ``weights``, summed exactly over ``samples`` (an
     exact-sum run's orbit rows); else from chain-major ``samples`` of the run's chains,
-    which choose the step, and as many samples of the step's own state drawn with ``key``
-    (:func:`~quantax_lite.observables.lanczos.lanczos_sampled`). In the run's own basis."""
+    which choose the step, and as many samples of the step's own state drawn with ``key``,
+    ``passes`` sets in all (:func:`~quantax_lite.observables.lanczos.lanczos_sampled`). In the
+    run's own basis."""
     exact = run.recipe.reference_energy(run.lattice, run.hamiltonian)
     n = int(np.shape(samples)[0])
-    with tqdm(total=n if weights is not None else 2 * n, desc="Lanczos step", disable=not progress,
+    with tqdm(total=n if weights is not None else passes * n, desc="Lanczos step", disable=not progress,
               dynamic_ncols=True, file=sys.stderr) as bar:
         advance = lambda done, total: bar.update(done - bar.n)  # noqa: E731
         if weights is not None:
             step = lanczos_step(run.hamiltonian, run.model.apply, params, samples, weights=weights, progress=advance)
             return lanczos_record(step, run.lattice.n_sites, exact)
         step, first = lanczos_sampled(run.hamiltonian, run.model.apply, params, run.sampler,
-                                      jax.random.key(0) if key is None else key, samples, progress=advance)
+                                      jax.random.key(0) if key is None else key, samples, passes=passes,
+                                      progress=advance)
     return lanczos_record(step, run.lattice.n_sites, exact, first)
 
 
-def lanczos_evaluations(run, n_configurations: int) -> int:
+def lanczos_evaluations(run, n_configurations: int, passes: int = 2) -> int:
     """About how many network evaluations one Lanczos step makes on ``n_configurations``:
     per configuration its ``max_conn`` connections, and for each the connections of that
-    one (an upper bound: only nonzero matrix elements are evaluated); a sampled run twice
-    that (its own samples, then as many of the Lanczos state), and the sampling of the
-    Lanczos state, ``max_conn`` per proposal (not counted)."""
+    one (an upper bound: only nonzero matrix elements are evaluated); a sampled run
+    ``passes`` times that (its own samples, then as many of the Lanczos state per further
+    pass), and the sampling of the Lanczos state, ``max_conn`` per proposal (not counted)."""
     m = int(run.hamiltonian.max_conn)
     once = int(n_configurations) * (m + (m - 1) * m)
-    return once if run.recipe.sampling == "exact_sum" else 2 * once
+    return once if run.recipe.sampling == "exact_sum" else passes * once
 
 
 def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_size="auto", dimers: bool = True,
-                lanczos: bool = False, progress: bool = True,
+                lanczos: bool = False, lanczos_passes: int = 2, progress: bool = True,
                 announce: Callable[[str], None] | None = _stderr) -> Measured:
     """The observables of the run in ``out_dir`` (a ``quantax-lite train`` folder, finished or
     interrupted) from its newest readable checkpoint: ``samples`` fresh samples (default:
@@ -168,8 +170,17 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
 
     progress: a bar over the sample blocks, and (through ``announce``) the cost in network
     evaluations before they run. Errors a user can make raise
-    :class:`~quantax_lite.utils.errors.FieldError` naming ``out_dir``, ``samples``, ``seed``, ``chunk_size``.
+    :class:`~quantax_lite.utils.errors.FieldError` naming ``out_dir``, ``samples``, ``seed``, ``chunk_size``,
+    ``lanczos_passes`` (the sets of samples of a sampled run's Lanczos step, at least 2:
+    :func:`~quantax_lite.observables.lanczos.lanczos_sampled`).
     """
+    with concerning("lanczos_passes"):
+        if positive_int(lanczos_passes, "lanczos_passes") < 2:
+            raise ValueError(f"lanczos_passes: expected at least 2 (samples of psi, then of the step's state), "
+                             f"got {lanczos_passes}.")
+        if lanczos_passes != 2 and not lanczos:
+            raise ValueError(f"lanczos_passes: {lanczos_passes} sets of samples of a Lanczos step; pass `lanczos` "
+                             "too (there is no step without it).")
     if samples is not None:
         with concerning("samples"):
             positive_int(samples, "samples")
@@ -204,7 +215,7 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
             cost += f" ({network_evaluations(r, rows, False):.2g} without the dimers)"
         if lanczos:
             lanczos_rows = r.sampler.n_states if exact_sum else n
-            cost += f"; the Lanczos step about {lanczos_evaluations(r, lanczos_rows):.2g} more"
+            cost += f"; the Lanczos step about {lanczos_evaluations(r, lanczos_rows, lanczos_passes):.2g} more"
         say(f"quantax-lite measure: {loaded.path} (step {int(state.iteration)}), {what}, {jax.device_count()} "
             f"device(s); {cost}")
         if exact_sum:
@@ -222,7 +233,8 @@ def measure_run(out_dir, *, samples: int | None = None, seed: int = 0, chunk_siz
                 obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(rows_), np.asarray(w), progress=progress)
             else:  # its own chains, from the measurement's last configurations
                 obs["lanczos"] = lanczos_of_run(r, state.params, np.asarray(configurations),
-                                                key=jax.random.fold_in(seed_key(seed), 1), progress=progress)
+                                                key=jax.random.fold_in(seed_key(seed), 1), passes=lanczos_passes,
+                                                progress=progress)
         exact = recipe.reference_energy(r.lattice, r.hamiltonian)
         obs["run"] = {**provenance(recipe, int(state.iteration), os.path.basename(loaded.path), exact), "seed": seed}
         title = f"{recipe.hamiltonian} {r.lattice.name}, step {int(state.iteration)}"

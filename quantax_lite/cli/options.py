@@ -146,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--lanczos", action="store_true", help="also one Lanczos step: the energy of (1 + alpha H)|psi> "
                    "with the optimal alpha, on the same samples (about max_conn^2 network evaluations per sample), "
                    "reported beside the network's own energy")
+    m.add_argument("--lanczos-passes", type=int, default=2, metavar="N",
+                   help="with --lanczos on a sampled run: sets of samples, at least 2: the run's own, then one of "
+                        "the step's state per further pass, each at the step the previous set chose; the last "
+                        "set also gives the energy of the state it was drawn from, without reweighting "
+                        "(default: 2)")
     m.add_argument("--no-progress", action="store_true", help="no progress messages")
     _add_evolve(sub)
     return parser

@@ -72,7 +72,8 @@ class LanczosStep(NamedTuple):
     (weights), errors 0. ``sampled_energy``, ``sampled_error``: ``<H>`` of the state the
     samples come from, ``psi_c = (1 + c (H - e_ref)) psi`` (``c = sampled_beta``; ``psi`` itself
     for ``c = 0``), by its own samples without reweighting: a variational energy of that
-    state, unbiased whatever the weights' tails (not optimal in ``b`` unless ``c`` is).
+    state, unbiased whatever the weights' tails (not optimal in ``b`` unless ``c`` is);
+    ``sampled_beta``: that ``c``.
     """
 
     energy: float
@@ -90,6 +91,7 @@ class LanczosStep(NamedTuple):
     exact: bool
     sampled_energy: float = math.nan
     sampled_error: float = math.nan
+    sampled_beta: float = 0.0
 
 
 def _coefficients(d, q, w):
@@ -217,7 +219,7 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
                        variational_error=h1_error, variational_variance=float(variance0),
                        gain=float(energy - h1), gain_error=gain_error, alpha=float(alpha), beta=float(beta),
                        e_ref=float(e_ref), n_samples=int(n), exact=exact, sampled_energy=float(e_c),
-                       sampled_error=e_c_error)
+                       sampled_error=e_c_error, sampled_beta=c)
 
 
 @cached
@@ -391,7 +393,7 @@ class LanczosState:
         return top + jnp.log(jnp.abs(jnp.sum(coef * scaled, axis=1)))
 
 
-def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *,
+def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, samples, *, passes: int = 2,
                     chunk_size: int | None = None, mesh=None,
                     progress: Callable[[int, int], None] | None = None) -> tuple[LanczosStep, LanczosStep]:
     """The Lanczos step from samples of its own state: ``(step, first)``.
@@ -400,29 +402,40 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
     :class:`~quantax_lite.sampler.MetropolisSampler` of ``log_psi``); ``first``, the step
     estimated on them, gives ``b``. Then ``n`` samples of ``|psi_b|^2``
     (:class:`LanczosState` with ``(params, b, e_ref)``, the same rule and chains, started from the last configuration
-    of each chain of ``samples`` and thermalized again under ``key`` for the sampler's
+    of each chain of the previous set and thermalized again under ``key`` for the sampler's
     ``n_thermalize`` sweeps: 5 or 10 instead of 20 left a bias of 0.6 or 0.14 error bars
-    on the tests' chain) give ``step``
-    (:func:`lanczos_step` with ``sampled_beta = b``, the same ``e_ref``). The rest as
-    :func:`lanczos_terms`; ``progress(done, total)`` over both sets (``total = 2 n``).
+    on the tests' chain) give the next estimate
+    (:func:`lanczos_step` with ``sampled_beta = b``, the same ``e_ref``), whose ``b`` the
+    next set is drawn at: ``passes`` sets in all (at least 2), the last one's estimate is
+    ``step``. A further pass samples the state at the ``b`` the previous one chose, so the
+    last set's ``sampled_energy`` (no reweighting) is the energy of a state near the
+    optimal step where the first ``b``, from ``psi``'s samples, is far from it. The rest as
+    :func:`lanczos_terms`; ``progress(done, total)`` over every set (``total = passes n``).
     """
     samples = np.asarray(samples)
     n, n_chains = samples.shape[0], sampler.n_chains
     if n % n_chains:
         raise ValueError(f"samples: {n} must be a multiple of the sampler's {n_chains} chains")
+    passes = positive_int(passes, "passes")
+    if passes < 2:
+        raise ValueError(f"passes: expected at least 2 (samples of psi, then of the step's state), got {passes}")
     options = dict(chunk_size=chunk_size, mesh=mesh)
-    tell = (lambda offset: None if progress is None else (lambda done, total: progress(offset + done, 2 * n)))
+    tell = (lambda offset: None if progress is None else
+            (lambda done, total: progress(offset + done, passes * n)))
     first = lanczos_step(hamiltonian, log_psi, params, samples, n_chains=n_chains, progress=tell(0), **options)
     _, max_conn = hamiltonian_sizes(hamiltonian)
     rows = max(1, EVALUATIONS_PER_CHUNK // max_conn)  # chains per device per evaluation of psi_b
     sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows)
     wide = tuning.wide_dtype()  # float32 on an accelerator, whatever jax_enable_x64 says
-    params_b = (params, jnp.asarray(first.beta, wide), jnp.asarray(first.e_ref, wide))
-    last = samples.reshape(n_chains, n // n_chains, -1)[:, -1]
-    chains = sampler_b.init(key, params_b, initial_states=jnp.asarray(last, jnp.int8))
-    drawn, _, _ = sampler_b.sample(chains, params_b, n)
-    step = lanczos_step(hamiltonian, log_psi, params, np.asarray(drawn), n_chains=n_chains, sampled_beta=first.beta,
-                        e_ref=first.e_ref, progress=tell(n), **options)
+    step, drawn = first, samples
+    for k in range(1, passes):
+        params_b = (params, jnp.asarray(step.beta, wide), jnp.asarray(first.e_ref, wide))
+        last = np.asarray(drawn).reshape(n_chains, n // n_chains, -1)[:, -1]
+        pass_key = key if k == 1 else jax.random.fold_in(key, k)  # the first pass's draws as before
+        chains = sampler_b.init(pass_key, params_b, initial_states=jnp.asarray(last, jnp.int8))
+        drawn, _, _ = sampler_b.sample(chains, params_b, n)
+        step = lanczos_step(hamiltonian, log_psi, params, np.asarray(drawn), n_chains=n_chains,
+                            sampled_beta=step.beta, e_ref=first.e_ref, progress=tell(k * n), **options)
     return step, first
 
 
@@ -445,6 +458,7 @@ def lanczos_record(step: LanczosStep, n_sites: int, exact_energy: float | None =
         "variational_v_score": num(n_sites * step.variational_variance / step.variational_energy ** 2),
         "gain": num(step.gain), "gain_error": num(step.gain_error),
         "sampled_state_energy": num(step.sampled_energy), "sampled_state_error": num(step.sampled_error),
+        "sampled_state_beta": num(step.sampled_beta),
         "n_samples": step.n_samples, "exact_sums": step.exact,
     }
     record["samples_from"] = ("exact sums over |psi|^2" if step.exact else
