@@ -356,7 +356,7 @@ def test_kagome_training_starts_off_the_ferromagnet_and_descends():
     from quantax_lite.sampler import ExactSampler
     from quantax_lite.driver.vmc import VMC, run
 
-    recipe = Recipe(lattice="kagome:2x2", phase_rule="none")
+    recipe = Recipe(lattice="kagome:2x2", symmetry="translations", phase_rule="none")
     lattice, ham, group_ = recipe.system()
     assert recipe.amplitude_kind(ham) == "complex" and recipe.init_scale(lattice, ham) == 0.3
     e0 = ground_state_energy(ham)
