@@ -81,12 +81,13 @@ def recipe_of_row(row: dict):
     return recipe_of_args(build_parser().parse_args(["train", *shlex.split(row["options"])]))
 
 
-def system_label(row: dict) -> str:
+def system_label(row: dict, recipe=None) -> str:
+    """The row's model and lattice in words (``recipe``: :func:`recipe_of_row`, made here if not given)."""
     opts = options_of(row)
     lattice = opts["--lattice"]
     kind, _, shape = lattice.rpartition(":")
     where = f"chain of {shape}" if kind == "chain" else f"{kind} {shape}" if kind else shape
-    hamiltonian = recipe_of_row(row).hamiltonian
+    hamiltonian = (recipe or recipe_of_row(row)).hamiltonian
     model = HAMILTONIANS.get(hamiltonian, hamiltonian)
     if opts.get("--J2") is not None:
         model += f" (J2 = {opts['--J2']})"
@@ -132,7 +133,8 @@ def accuracy_rows(rows: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         sites = n_sites(r)
-        exact_sum = recipe_of_row(r).sampling == "exact_sum"
+        recipe = recipe_of_row(r)
+        exact_sum = recipe.sampling == "exact_sum"
         if r.get("relative_error") is None:
             rel = DASH
         elif exact_sum or not r.get("relative_error_bar"):
@@ -141,7 +143,7 @@ def accuracy_rows(rows: list[dict]) -> list[str]:
             rel = f"{sci(r['relative_error'])} ± {sci(r['relative_error_bar'])}"
         steps = f"{r['iterations']}" + (" (time limit)" if r.get("stopped_at_time_limit") else "")
         command = "quantax-lite train " + shlex.join(shlex.split(r["options"]))
-        cells = [system_label(r), str(sites), "exact sum" if exact_sum else "sampled", str(r["n_params"]), steps,
+        cells = [system_label(r, recipe), str(sites), "exact sum" if exact_sum else "sampled", str(r["n_params"]), steps,
                  f"{r['wall_time_s'] / 60:.1f} min", host_of(r), rel, v_score(r, sites), published(r, sites),
                  f"`{command}`"]
         lines.append("| " + " | ".join(cells) + " |")

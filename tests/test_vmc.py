@@ -219,7 +219,7 @@ def test_a_diverging_run_stops_and_keeps_its_good_checkpoints(tmp_path):
 
 def test_metrics_records_are_strict_json():
     m = dict(energy=jnp.complex128(np.nan), energy_error=np.inf, variance=1.0, tau=np.nan, r_hat=np.nan,
-             acceptance=0.5, step_norm=np.inf, sr_fallback=False)
+             acceptance=0.5, step_norm=np.inf, sr_fallback=False, effective_samples=np.nan)
     rec = metrics_to_record(m, 1, 4, 0.1)
     json.dumps(rec, allow_nan=False)
     assert rec["energy"] is None and rec["energy_error"] is None and rec["step_norm"] is None

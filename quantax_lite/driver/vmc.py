@@ -528,7 +528,7 @@ def metrics_to_record(metrics: dict, iteration: int, n_sites: int, wall_time: fl
         "r_hat": _finite_or_none(m["r_hat"]),
         "tau": _finite_or_none(m["tau"]),
         "step_norm": _finite_or_none(m["step_norm"]),
-        "effective_samples": _finite_or_none(m["effective_samples"]) if "effective_samples" in m else None,
+        "effective_samples": _finite_or_none(m["effective_samples"]),
         "sr_fallback": bool(m["sr_fallback"]),
         "wall_time_s": wall_time,
     }

@@ -222,6 +222,13 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
                        sampled_error=e_c_error, sampled_beta=c)
 
 
+def _chunked(rows, chunk_size, mesh, choices):
+    """``rows(params, x)`` jitted and chunked over ``x`` by chunk_map under the speed ``choices``."""
+    with tuning.using(choices):
+        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(f)
+
+
 @cached
 def _connections_program(hamiltonian, log_psi, chunk_size, mesh, choices):
     """``(params, s (b, n)) -> (s_conn (b, m, n), mels (b, m), log psi (b, m))``, chunked."""
@@ -232,9 +239,7 @@ def _connections_program(hamiltonian, log_psi, chunk_size, mesh, choices):
         lp = log_psi(params, s_conn.reshape(b * m, n)).reshape(b, m)
         return s_conn, mels, lp
 
-    with tuning.using(choices):
-        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
-    return jax.jit(f)
+    return _chunked(rows, chunk_size, mesh, choices)
 
 
 def _relative_to_largest(lp, terms):
@@ -261,9 +266,7 @@ def _h_psi_program(hamiltonian, log_psi, chunk_size, mesh, choices):
         top, scaled = _relative_to_largest(lp, mels != 0)
         return top, jnp.sum(mels * scaled, axis=1)
 
-    with tuning.using(choices):
-        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
-    return jax.jit(f)
+    return _chunked(rows, chunk_size, mesh, choices)
 
 
 def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: float | None = None,

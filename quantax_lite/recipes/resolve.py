@@ -61,12 +61,8 @@ def decide_sampling(recipe) -> None:
     small_frustrated = False
     try:
         lattice = parse_lattice(recipe.lattice)
-        if lattice.pbc and frustration(recipe, lattice) is not None:
-            from quantax_lite.hilbert.configurations import sector_size
-
-            n = lattice.n_sites
-            small_frustrated = sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None) \
-                <= AUTO_EXACT_SUM_STATES
+        small_frustrated = (lattice.pbc and frustration(recipe, lattice) is not None
+                            and sector_states(recipe, lattice) <= AUTO_EXACT_SUM_STATES)
     except (TypeError, ValueError):  # a lattice or coupling the checks below name
         pass
     if sampling_auto:
@@ -75,6 +71,15 @@ def decide_sampling(recipe) -> None:
     if symmetry_auto:
         full = small_frustrated and recipe.sampling == "exact_sum"
         object.__setattr__(recipe, "symmetry", "full" if full else "translations")
+
+
+def sector_states(recipe, lattice) -> int:
+    """How many configurations the run's Sz sector holds (Sz = 0 for an Sz-conserving model on
+    an even number of sites, every configuration otherwise)."""
+    from quantax_lite.hilbert.configurations import sector_size
+
+    n = lattice.n_sites
+    return sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None)
 
 
 def model_entry(recipe):
@@ -193,10 +198,7 @@ def check_exact_sum(recipe, lattice) -> None:
     for name in ("chains", "sweep_size", "eval_samples", "full_stage_samples"):
         if getattr(recipe, name) is not None:
             raise FieldError(name, f"{name}: sampling 'exact_sum' draws no samples; leave {name} unset.")
-    from quantax_lite.hilbert.configurations import sector_size
-
-    n = lattice.n_sites
-    n_states = sector_size(n, 0 if model_entry(recipe).sz_sector and n % 2 == 0 else None)
+    n_states = sector_states(recipe, lattice)
     if n_states > MAX_EXACT_SUM_STATES:
         raise FieldError("sampling", f"sampling: 'exact_sum' on {lattice.name} would sum over {n_states} configurations, "
                          f"more than {MAX_EXACT_SUM_STATES}; use 'metropolis'.")
