@@ -16,7 +16,8 @@ a ratio of two quadratics in ``b``, minimized in closed form (the root of a quad
 the state's variance is ``<v |d + b q|^2> / <v |1 + b d|^2> - (E(b) - E_ref)^2``. In the
 form ``1 + alpha H``: ``alpha = b / (1 - b E_ref)``. ``q`` needs the local energy of every
 connection of ``s``: about ``max_conn^2`` network evaluations per configuration
-(:func:`lanczos_terms`, through the local-energy engine, chunked by ``chunk_map``).
+(:func:`lanczos_terms`, summed on the device relative to the largest term, chunked by
+``chunk_map``).
 
 Why sample ``psi_b`` and not only ``psi``: ``<|E_loc|^2>`` over ``|psi|^2`` is dominated by
 rare configurations where ``psi`` is small and ``H psi`` is not (near the nodes of a
@@ -43,9 +44,8 @@ import numpy as np
 
 from quantax_lite.utils import tuning
 from quantax_lite.utils.validate import positive_int
-from quantax_lite.observables.programs import cached
+from quantax_lite.observables.programs import cached, chunked_fn
 from quantax_lite.operators.hamiltonian import hamiltonian_sizes
-from quantax_lite.utils import chunk_map
 
 __all__ = ["LanczosStep", "LanczosState", "lanczos_energy", "lanczos_from_terms", "lanczos_terms", "lanczos_step",
            "lanczos_sampled", "lanczos_record"]
@@ -222,13 +222,6 @@ def lanczos_from_terms(d, q, e_ref: float, *, weights=None, n_chains: int = 1,
                        sampled_error=e_c_error, sampled_beta=c)
 
 
-def _chunked(rows, chunk_size, mesh, choices):
-    """``rows(params, x)`` jitted and chunked over ``x`` by chunk_map under the speed ``choices``."""
-    with tuning.using(choices):
-        f = chunk_map(rows, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
-    return jax.jit(f)
-
-
 @cached
 def _connections_program(hamiltonian, log_psi, chunk_size, mesh, choices):
     """``(params, s (b, n)) -> (s_conn (b, m, n), mels (b, m), log psi (b, m))``, chunked."""
@@ -239,7 +232,7 @@ def _connections_program(hamiltonian, log_psi, chunk_size, mesh, choices):
         lp = log_psi(params, s_conn.reshape(b * m, n)).reshape(b, m)
         return s_conn, mels, lp
 
-    return _chunked(rows, chunk_size, mesh, choices)
+    return chunked_fn(rows, chunk_size, mesh, choices)
 
 
 def _relative_to_largest(lp, terms):
@@ -266,7 +259,7 @@ def _h_psi_program(hamiltonian, log_psi, chunk_size, mesh, choices):
         top, scaled = _relative_to_largest(lp, mels != 0)
         return top, jnp.sum(mels * scaled, axis=1)
 
-    return _chunked(rows, chunk_size, mesh, choices)
+    return chunked_fn(rows, chunk_size, mesh, choices)
 
 
 def lanczos_terms(hamiltonian, log_psi: Callable, params, samples, *, e_ref: float | None = None,

@@ -30,12 +30,18 @@ def cached(build):
     return get
 
 
+def chunked_fn(f, chunk_size, mesh, choices):
+    """``f(params, x)`` jitted and chunked over the rows of ``x`` by chunk_map, built under the
+    speed ``choices`` (not memoized: callers keep it, e.g. through :func:`cached`)."""
+    with tuning.using(choices):
+        g = chunk_map(f, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
+    return jax.jit(g)
+
+
 @cached
 def log_psi_fn(log_psi, chunk_size, mesh, choices):
     """A jitted, chunked ``(params, samples) -> log_psi(params, samples)``."""
-    with tuning.using(choices):
-        f = chunk_map(log_psi, in_axes=(None, 0), chunk_size=chunk_size, use_scan=True, shard_batch=True, mesh=mesh)
-    return jax.jit(f)
+    return chunked_fn(log_psi, chunk_size, mesh, choices)
 
 
 @cached
