@@ -91,7 +91,7 @@ def test_single_int_axes_and_pytree_output(rng):
         want = f(x)
         assert set(got) == {"sum", "sq"}
         np.testing.assert_array_equal(got["sq"], want["sq"])
-        np.testing.assert_allclose(got["sum"], want["sum"], rtol=1e-15)
+        np.testing.assert_allclose(got["sum"], want["sum"], rtol=1e-15, atol=1e-15)
 
 
 def test_matmul_rows_match_within_rounding(rng):
@@ -490,7 +490,7 @@ def test_vmap_axis_name_equal_to_mesh_axis_is_not_a_shard_map(rng):
     for use_scan, shard_batch in [(False, False), (True, False), (True, True)]:
         F = chunk_map(f, chunk_size=2, use_scan=use_scan, shard_batch=shard_batch)
         got = jax.vmap(F, axis_name="batch")(xs)
-        np.testing.assert_allclose(got, jax.vmap(f)(xs), rtol=1e-14, err_msg=str((use_scan, shard_batch)))
+        np.testing.assert_allclose(got, jax.vmap(f)(xs), rtol=1e-14, atol=1e-15, err_msg=str((use_scan, shard_batch)))
 
 
 class _Pair(NamedTuple):
