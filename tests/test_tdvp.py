@@ -18,7 +18,7 @@ from quantax_lite.utils import tuning
 from quantax_lite.driver.checkpoint import load_checkpoint, save_checkpoint
 from quantax_lite.evolution import (
     RK4, Adaptive, Euler, EvolutionDiverged, EvolutionState, Heun, PseudoInverse, Shift, SignalToNoise, TDVP,
-    evolve, residual, tdvp_equation,
+    evolve, residual, s_norm, tdvp_equation,
 )
 from quantax_lite.exact import exact_evolution, exact_observables, ground_state
 from quantax_lite.hilbert.configurations import all_states
@@ -303,6 +303,32 @@ def test_the_pseudo_inverse_equals_numpys(rng, rows, params):
             scale = np.max(np.abs(want))
             np.testing.assert_allclose(np.asarray(theta_dot), want, rtol=0, atol=1e-8 * scale)
             assert np.iscomplexobj(theta_dot) == (params == "complex")
+
+
+@pytest.mark.parametrize("rows", [5, 40], ids=["fewer rows than parameters", "more rows"])
+@pytest.mark.parametrize("params", ["real", "complex"])
+def test_the_shift_and_the_s_norm_equal_the_dense_formulas(rng, rows, params):
+    """``Shift`` equals NumPy's ``solve(S + eps I, rhs)``, eps = diag_shift + diag_scale tr(S)/P,
+    whether it solves through S or, with fewer rows than parameters, through the rows' Gram
+    matrix; ``s_norm`` of the equation's metric (its rows where there are fewer rows than
+    parameters, else S) equals sqrt(Re δ^H S δ) for a random δ."""
+    p = 16
+    jac = rng.standard_normal((rows, p)) + 1j * rng.standard_normal((rows, p))
+    e_loc = rng.standard_normal(rows) + 1j * rng.standard_normal(rows)
+    eq = tdvp_equation(jnp.asarray(jac), jnp.asarray(e_loc), real_params=params == "real")
+    s, rhs = np.asarray(eq.s), np.asarray(eq.rhs)
+    for shift, scale in ((1e-3, 0.0), (1e-6, 1e-2)):
+        theta_dot, info = jax.jit(Shift(shift, scale).solve)(eq)
+        eps = shift + scale * np.trace(s).real / p
+        want = np.linalg.solve(s + eps * np.eye(p), rhs)
+        np.testing.assert_allclose(np.asarray(theta_dot), want, rtol=0, atol=1e-9 * np.max(np.abs(want)))
+        assert np.iscomplexobj(theta_dot) == (params == "complex") and not bool(info["fallback"])
+    metric = eq.metric()
+    assert metric.shape == ((2 * rows if params == "real" else rows, p) if rows < p else (p, p))
+    delta = rng.standard_normal(p) + (1j * rng.standard_normal(p) if params == "complex" else 0)
+    want = np.sqrt(np.real(np.conj(delta) @ s @ delta))
+    np.testing.assert_allclose(float(s_norm(metric, jnp.asarray(delta))), want, rtol=1e-12)
+    np.testing.assert_allclose(float(s_norm(eq.s, jnp.asarray(delta))), want, rtol=1e-12)
 
 
 def test_bad_inputs_name_the_argument():

@@ -31,13 +31,12 @@ __all__ = ["TDVPEquation", "tdvp_equation", "s_norm", "residual"]
 
 
 @partial(jax.tree_util.register_dataclass,
-         data_fields=["s", "rhs", "o_bar", "g_bar", "weights", "energy", "variance"],
+         data_fields=["rhs", "o_bar", "g_bar", "weights", "energy", "variance"],
          meta_fields=["real_params", "exact"])
 @dataclasses.dataclass(frozen=True)
 class TDVPEquation:
     """``S θ̇ = rhs`` with the centred rows it came from (a pytree).
 
-    s: (P, P) S (real symmetric for real parameters, Hermitian otherwise), wide dtype.
     rhs: (P,) ``Ō^H ḡ`` (its real part for real parameters); ḡ = -i ē or -ē.
     o_bar: (N, P) Ō, the centred Jacobian scaled by sqrt(w), wide dtype.
     g_bar: (N,) ḡ, the centred local energies scaled by sqrt(w) times -i or -1.
@@ -45,9 +44,11 @@ class TDVPEquation:
     energy: the mean local energy <E_loc> (complex scalar, energy units).
     variance: <|E_loc - <E_loc>|^2> (real scalar, energy units squared).
     real_params: the parameters are real (static). exact: exact sums, not samples (static).
+
+    S itself (:attr:`s`) is formed only where it is asked for: a solve through the rows'
+    Gram matrix (fewer rows than parameters) never needs it.
     """
 
-    s: jax.Array
     rhs: jax.Array
     o_bar: jax.Array
     g_bar: jax.Array
@@ -60,6 +61,20 @@ class TDVPEquation:
     def rows(self) -> tuple[jax.Array, jax.Array]:
         """``(A, b)`` with ``S = A^H A`` and ``rhs = A^H b`` (:func:`equation_rows`)."""
         return equation_rows(self.o_bar, self.g_bar, self.real_params)
+
+    @property
+    def s(self) -> jax.Array:
+        """(P, P) S = A^H A (real symmetric for real parameters, Hermitian otherwise), wide
+        dtype; formed on each access."""
+        a = self.rows()[0]
+        with tuning.matmul_precision():
+            return jnp.conj(a).T @ a
+
+    def metric(self) -> jax.Array:
+        """What :func:`s_norm` needs of this equation, the smaller of S (P, P) and the rows
+        A (R, P) with S = A^H A: the rows where there are fewer rows than parameters."""
+        a = self.rows()[0]
+        return a if a.shape[0] < a.shape[1] else self.s
 
     @property
     def per_row_rhs(self) -> jax.Array:
@@ -107,10 +122,9 @@ def tdvp_equation(jac: jax.Array, e_loc: jax.Array, *, weights: jax.Array | None
         e_bar = (e - energy) * sqrt_w
         g_bar = e_bar * (-1.0 if imaginary else -1.0j)
         a, b = equation_rows(o_bar, g_bar, bool(real_params))
-        s = jnp.conj(a).T @ a
         rhs = jnp.conj(a).T @ b
     variance = jnp.sum(jnp.abs(e_bar) ** 2)
-    return TDVPEquation(s=s, rhs=rhs, o_bar=o_bar, g_bar=g_bar, weights=w, energy=energy, variance=variance,
+    return TDVPEquation(rhs=rhs, o_bar=o_bar, g_bar=g_bar, weights=w, energy=energy, variance=variance,
                         real_params=bool(real_params), exact=exact)
 
 
@@ -126,11 +140,15 @@ def equation_rows(o_bar: jax.Array, g_bar: jax.Array, real_params: bool) -> tupl
 
 
 def s_norm(s: jax.Array, delta: jax.Array) -> jax.Array:
-    """``sqrt(Re delta^H S delta)`` for S (P, P) of a :class:`TDVPEquation` and a (P,)
-    parameter change: to first order the distance ``|| d psi ||`` between the normalized
-    states it moves between (gauge directions, the norm and the global phase, count 0)."""
+    """``sqrt(Re delta^H S delta)`` for a (P,) parameter change and S (P, P) of a
+    :class:`TDVPEquation` (or, where ``s`` is not square, its rows A (R, P) with S = A^H A:
+    ``||A delta||``, :meth:`TDVPEquation.metric`): to first order the distance ``|| d psi ||``
+    between the normalized states it moves between (gauge directions, the norm and the
+    global phase, count 0)."""
     delta = delta.astype(jnp.result_type(s.dtype, delta.dtype))
     with tuning.matmul_precision():
+        if s.shape[0] != s.shape[1]:
+            return jnp.sqrt(jnp.sum(jnp.abs(s.astype(delta.dtype) @ delta) ** 2))
         quad = jnp.real(jnp.vdot(delta, s.astype(delta.dtype) @ delta))
     return jnp.sqrt(jnp.maximum(quad, 0.0))
 

@@ -10,7 +10,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from quantax_lite.utils.validate import finite_number
-from quantax_lite.utils import limit_blas_threads
 from .tdvp import TDVP, EvolutionState
 
 __all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
@@ -102,7 +101,8 @@ def evolve(
     bar = tqdm(total=t_end, initial=t0, disable=not progress or jax.process_index() != 0, desc="TDVP",
                dynamic_ncols=True, bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}{postfix}]")
     start = time.perf_counter()
-    blas = limit_blas_threads(tdvp.choices.blas_threads)  # LAPACK's threads fight XLA's on a CPU
+    # LAPACK keeps all its threads here (a ground-state run's loop limits them): most of a
+    # TDVP step on a CPU is one eigendecomposition, which they share (docs/benchmarks.md)
     try:
         t = t0
         before = None  # the state before ``state``: the last good one if ``state``'s energy is not finite
@@ -123,6 +123,5 @@ def evolve(
             if any(bool(cb(rec, state)) for cb in callbacks):
                 break
     finally:
-        blas.restore_original_limits()
         bar.close()
     return state, records

@@ -6,7 +6,8 @@ samples, noisy. Three ways to solve it, each a small frozen (hashable) record wh
 
 - :class:`Shift`: ``(S + eps I) θ̇ = rhs`` with ``eps = diag_shift + diag_scale *
   trace(S) / P``, by Cholesky (:func:`quantax_lite.optimizer.stochastic_reconfiguration.solve_psd`, the SR solve and its
-  backend policy). Cheap; biases every direction with an eigenvalue near ``eps``.
+  backend policy); with fewer rows than parameters the same solution through the rows'
+  Gram matrix. Cheap; biases every direction with an eigenvalue near ``eps``.
 - :class:`PseudoInverse`: S's eigendecomposition, eigenvalues below ``rcond`` times the
   largest dropped (a hard cutoff) or damped by ``1 / (1 + (rcond lambda_max /
   lambda)^6)`` (``smooth=True``); with fewer rows (samples) than parameters the same
@@ -86,10 +87,22 @@ class Shift:
         object.__setattr__(self, "diag_scale", scale)
 
     def solve(self, equation: TDVPEquation) -> tuple[jax.Array, dict]:
-        s = equation.s
-        n_par = s.shape[0]
-        eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(s)) / n_par
+        a, b = equation.rows()
+        n_rows, n_par = a.shape
         choices = tuning.current()
+        if n_rows < n_par:
+            # fewer rows than parameters: (A^H A + eps I)^-1 A^H b = A^H (A A^H + eps I)^-1 b,
+            # the smaller system; trace(S) = trace(A A^H)
+            with tuning.matmul_precision():
+                gram = a @ jnp.conj(a).T
+            eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(gram)) / n_par
+            y, fallback = solve_psd(gram + eps * jnp.eye(n_rows, dtype=gram.dtype), b.astype(jnp.result_type(gram, b)),
+                                    solver=choices.sr_solve, refinement=choices.sr_refinement)
+            with tuning.matmul_precision():
+                x = jnp.conj(a).T @ y
+            return x.astype(equation.rhs.dtype), {"kept": jnp.asarray(n_par, jnp.int32), "fallback": fallback}
+        s = equation.s
+        eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(s)) / n_par
         rhs = equation.rhs.astype(jnp.result_type(s, equation.rhs))
         x, fallback = solve_psd(s + eps * jnp.eye(n_par, dtype=s.dtype), rhs, solver=choices.sr_solve,
                                 refinement=choices.sr_refinement)

@@ -218,7 +218,9 @@ class TDVP:
             theta_dot, info = self.regularization.solve(eq)
             stats = sample_statistics(e_loc, self.sampler.n_chains, weights, exact=self.exact)
             aux = dict(energy=eq.energy, energy_error=stats.error_of_mean, variance=eq.variance,
-                       residual=residual(eq, theta_dot), kept=info["kept"], s=eq.s)
+                       residual=residual(eq, theta_dot), kept=info["kept"])
+            if self.integrator.adaptive:  # the step's error is measured in the S metric
+                aux["metric"] = eq.metric()
             return theta_dot, aux, chains
 
         return f
@@ -251,7 +253,7 @@ class TDVP:
 
             def attempt(dt, chains):
                 y_new, y_low, aux, chains = rk_stages(f, y, state.t, dt, chains, tableau, zeros)
-                err = s_norm(aux["s"], y_new - y_low) / integrator.tol if integrator.adaptive else jnp.zeros((), dt.dtype)
+                err = s_norm(aux["metric"], y_new - y_low) / integrator.tol if integrator.adaptive else jnp.zeros((), dt.dtype)
                 return y_new, aux, chains, err
 
             if not integrator.adaptive:
@@ -285,7 +287,7 @@ class TDVP:
             finite = (jnp.isfinite(aux["energy"]) & jnp.all(jnp.isfinite(y_new)) & jnp.isfinite(err))
             new = EvolutionState(t=state.t + dt, dt=dt_next.astype(state.dt.dtype), params=params, sampler=chains,
                                  step=state.step + 1, rejected=rejected)
-            info = {k: v for k, v in aux.items() if k != "s"}
+            info = {k: v for k, v in aux.items() if k != "metric"}
             info.update(t=state.t, dt=dt, error=err, attempts=attempts, finite=finite)
             return new, info
 
