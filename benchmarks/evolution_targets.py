@@ -60,6 +60,7 @@ class Quench:
     measure_samples: int = 8192
     h: float = H_C
     sampling_power: float = 1.0  # samples of |psi|^(2a), each weighing |psi|^(2-2a) (measurements: |psi|^2)
+    symmetry: str = "translations"  # the group the network is projected on ("full": with the point group)
     seed: int = 0
 
 
@@ -127,7 +128,7 @@ def quench(s: Quench = Quench(), progress: bool = False) -> dict:
     t_start = time.perf_counter()
     run = build(Recipe(lattice="4x4", hamiltonian="tfim", h=s.h, amplitude="complex", marshall=False,
                        channels=s.channels, depth=s.depth, samples=s.samples, chains=s.chains,
-                       sampling_power=s.sampling_power, seed=s.seed))
+                       sampling_power=s.sampling_power, symmetry=s.symmetry, seed=s.seed))
     n = run.lattice.n_sites
     sigma_x = sum(sx(i, n) for i in range(n)) * (2.0 / n)  # site mean of σx = 2 Sx
     times = np.linspace(0.0, s.t_end, s.points + 1)
