@@ -152,8 +152,10 @@ def test_imaginary_time_lowers_the_energy_to_the_ground_state(rng):
     state = adaptive.init(state.params, jax.random.key(3), dt=0.02, t0=float(state.t))
     state, more = evolve(adaptive, state, 10.0, progress=False)
     energies = np.array([r["energy"] for r in records + more])
-    # down at every step, to the adaptive steps' error (tol 1e-4 in the state: ~1e-8 in energy)
-    assert np.all(np.diff(energies) < 1e-7)
+    # down at every step, to the steps' error: a state off by tol = 1e-4 (the S-norm) has its
+    # energy off by at most 2 tol sigma_E (one draw rose by 2.1e-7 where sigma_E was 5e-3)
+    sigma = np.sqrt([r["variance"] for r in records + more])
+    assert np.all(np.diff(energies) < 2e-4 * np.maximum(sigma[:-1], sigma[1:]) + 1e-12)
     e0 = ground_state(ham)[0]
     final = observables_of(state.params, ham)["energy"][0]
     assert -1e-10 <= final - e0 < 1e-6, final - e0
