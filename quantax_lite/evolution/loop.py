@@ -2,6 +2,7 @@
 time, with records, callbacks, a progress bar and a guard against non-finite steps."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, Sequence
 
@@ -10,6 +11,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from quantax_lite.utils.validate import finite_number
+from quantax_lite.utils import limit_blas_threads, mesh_size
 from .tdvp import TDVP, EvolutionState
 
 __all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
@@ -53,6 +55,16 @@ def info_to_record(info: dict, step: int, wall_time: float) -> dict:
         "residual": _number(m["residual"]), "kept": int(m["kept"]),
         "error": _number(m["error"]), "attempts": int(m["attempts"]), "wall_time_s": wall_time,
     }
+
+
+def _lapack_threads(tdvp: TDVP) -> int:
+    """LAPACK's threads while ``tdvp`` steps on a CPU: the cores each device's program has to
+    itself. A step there is mostly one eigendecomposition, which a device's cores share
+    (a ground-state run's loop keeps LAPACK to one thread, its solves being small); with a
+    device per core or more (host devices simulated on few cores), one, as LAPACK's
+    threads would spin against the other devices' programs."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // mesh_size(tdvp.sampler.resolved_mesh()))
 
 
 def evolve(
@@ -101,8 +113,7 @@ def evolve(
     bar = tqdm(total=t_end, initial=t0, disable=not progress or jax.process_index() != 0, desc="TDVP",
                dynamic_ncols=True, bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}{postfix}]")
     start = time.perf_counter()
-    # LAPACK keeps all its threads here (a ground-state run's loop limits them): most of a
-    # TDVP step on a CPU is one eigendecomposition, which they share (docs/benchmarks.md)
+    blas = limit_blas_threads(_lapack_threads(tdvp))
     try:
         t = t0
         before = None  # the state before ``state``: the last good one if ``state``'s energy is not finite
@@ -123,5 +134,6 @@ def evolve(
             if any(bool(cb(rec, state)) for cb in callbacks):
                 break
     finally:
+        blas.restore_original_limits()
         bar.close()
     return state, records
