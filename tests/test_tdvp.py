@@ -7,6 +7,7 @@ exact propagator (quantax_lite.exact.exact_evolution) is the integrator's. The e
 run on a one-device mesh (the suite's eight simulated devices share two cores); the
 sampled tests use every device.
 """
+import os
 import re
 
 import jax
@@ -204,6 +205,23 @@ def test_a_sampled_evolution_resumes_bit_for_bit(tmp_path):
     assert [r["energy"] for r in whole_records[2:]] == [r["energy"] for r in rest_records]
     assert int(whole.step) == 4
     assert all(r["energy_error"] > 0 for r in whole_records)  # samples: error bars
+
+
+def test_lapack_gets_threads_only_for_a_large_solve():
+    """One LAPACK thread for a small solve (its threads would spin against XLA's); for a
+    large one (real parameters: twice the samples as rows) the cores each device has."""
+    from quantax_lite.evolution.loop import _lapack_threads
+
+    ham = TransverseFieldIsing(Chain(N), h=0.5)
+    small = TDVP(ham, full_sum(table_complex))
+    assert _lapack_threads(small, {"table": jnp.zeros(2**N, jnp.complex128)}) == 1
+    sampler = MetropolisSampler(table_real, LocalFlip(), n_chains=8, n_sites=N, mesh=ONE_DEVICE)
+    large = TDVP(ham, sampler, n_samples=1024)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert _lapack_threads(large, {"re": jnp.zeros(4096), "im": jnp.zeros(4096)}) == cores  # 2048 rows
+    assert _lapack_threads(large, {"re": jnp.zeros(300), "im": jnp.zeros(300)}) == 1  # 600 parameters
+    spread = TDVP(ham, MetropolisSampler(table_real, LocalFlip(), n_chains=8, n_sites=N), n_samples=1024)
+    assert _lapack_threads(spread, {"re": jnp.zeros(4096), "im": jnp.zeros(4096)}) == max(1, cores // len(jax.devices()))
 
 
 def test_a_diverging_evolution_stops_with_its_last_good_state():

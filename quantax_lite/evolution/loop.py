@@ -57,12 +57,23 @@ def info_to_record(info: dict, step: int, wall_time: float) -> dict:
     }
 
 
-def _lapack_threads(tdvp: TDVP) -> int:
-    """LAPACK's threads while ``tdvp`` steps on a CPU: the cores each device's program has to
-    itself. A step there is mostly one eigendecomposition, which a device's cores share
-    (a ground-state run's loop keeps LAPACK to one thread, its solves being small); with a
-    device per core or more (host devices simulated on few cores), one, as LAPACK's
-    threads would spin against the other devices' programs."""
+# the smallest eigenproblem (the rows' Gram matrix or S) that LAPACK solves faster with
+# more than one thread: smaller ones only lose time to its threads spinning
+_THREADED_SOLVE = 1024
+
+
+def _lapack_threads(tdvp: TDVP, params) -> int:
+    """LAPACK's threads while ``tdvp`` steps ``params`` on a CPU. A step there with a large
+    solve (the smaller of the parameter count and the rows, twice the samples for real
+    parameters, at least ``_THREADED_SOLVE``) is mostly one eigendecomposition, which the
+    cores a device has to itself share; otherwise one thread, as in a ground-state run's
+    loop (its threads would spin against XLA's and the other devices' programs)."""
+    leaves = jax.tree_util.tree_leaves(params)
+    n_par = sum(int(np.size(x)) for x in leaves)
+    real = not any(np.iscomplexobj(x) for x in leaves)
+    size = min(n_par, tdvp.n_samples * (2 if real else 1))
+    if size < _THREADED_SOLVE:
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // mesh_size(tdvp.sampler.resolved_mesh()))
 
@@ -113,7 +124,7 @@ def evolve(
     bar = tqdm(total=t_end, initial=t0, disable=not progress or jax.process_index() != 0, desc="TDVP",
                dynamic_ncols=True, bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}{postfix}]")
     start = time.perf_counter()
-    blas = limit_blas_threads(_lapack_threads(tdvp))
+    blas = limit_blas_threads(_lapack_threads(tdvp, state.params))
     try:
         t = t0
         before = None  # the state before ``state``: the last good one if ``state``'s energy is not finite
