@@ -57,8 +57,9 @@ def info_to_record(info: dict, step: int, wall_time: float) -> dict:
     }
 
 
-# the smallest eigenproblem (the rows' Gram matrix or S) that LAPACK solves faster with
-# more than one thread: smaller ones only lose time to its threads spinning
+# the size of the solve (the rows' Gram matrix or S) from which LAPACK gets more than one
+# thread: between the sizes measured, 256 (slower with two: its threads spin) and 2048
+# (faster with two; docs/benchmarks.md)
 _THREADED_SOLVE = 1024
 
 
