@@ -7,7 +7,6 @@ exact propagator (quantax_lite.exact.exact_evolution) is the integrator's. The e
 run on a one-device mesh (the suite's eight simulated devices share two cores); the
 sampled tests use every device.
 """
-import os
 import re
 
 import jax
@@ -211,13 +210,14 @@ def test_lapack_gets_threads_only_for_a_large_solve():
     """One LAPACK thread for a small solve (its threads would spin against XLA's); for a
     large one (real parameters: twice the samples as rows) the cores each device has."""
     from quantax_lite.evolution.loop import _lapack_threads
+    from quantax_lite.utils.threads import usable_cores
 
     ham = TransverseFieldIsing(Chain(N), h=0.5)
     small = TDVP(ham, full_sum(table_complex))
     assert _lapack_threads(small, {"table": jnp.zeros(2**N, jnp.complex128)}) == 1
     sampler = MetropolisSampler(table_real, LocalFlip(), n_chains=8, n_sites=N, mesh=ONE_DEVICE)
     large = TDVP(ham, sampler, n_samples=1024)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     assert _lapack_threads(large, {"re": jnp.zeros(4096), "im": jnp.zeros(4096)}) == cores  # 2048 rows
     assert _lapack_threads(large, {"re": jnp.zeros(300), "im": jnp.zeros(300)}) == 1  # 600 parameters
     spread = TDVP(ham, MetropolisSampler(table_real, LocalFlip(), n_chains=8, n_sites=N), n_samples=1024)

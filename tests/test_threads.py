@@ -26,3 +26,16 @@ def test_limits_and_restores_blas_threads():
 def test_bad_thread_count(bad):
     with pytest.raises(ValueError, match="n_threads"):
         limit_blas_threads(bad)
+
+
+def test_threads_for_a_solve_are_one_below_the_threshold_and_the_cores_per_device_above():
+    import os
+
+    from quantax_lite.utils.threads import THREADED_SOLVE, threads_for_solve, usable_cores
+
+    cores = usable_cores()
+    assert 1 <= cores <= (os.cpu_count() or cores)
+    assert threads_for_solve(THREADED_SOLVE - 1, 1) == 1
+    assert threads_for_solve(THREADED_SOLVE, 1) == cores
+    assert threads_for_solve(4096, 2 * cores) == 1  # more devices than cores: one each
+    assert threads_for_solve(4096, 2) == max(1, cores // 2)

@@ -2,7 +2,6 @@
 time, with records, callbacks, a progress bar and a guard against non-finite steps."""
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Sequence
 
@@ -12,6 +11,7 @@ from tqdm.auto import tqdm
 
 from quantax_lite.utils.validate import finite_number
 from quantax_lite.utils import limit_blas_threads, mesh_size
+from quantax_lite.utils.threads import threads_for_solve
 from .tdvp import TDVP, EvolutionState
 
 __all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
@@ -57,26 +57,15 @@ def info_to_record(info: dict, step: int, wall_time: float) -> dict:
     }
 
 
-# the size of the solve (the rows' Gram matrix or S) from which LAPACK gets more than one
-# thread: between the sizes measured, 256 (slower with two: its threads spin) and 2048
-# (faster with two; docs/benchmarks.md)
-_THREADED_SOLVE = 1024
-
-
 def _lapack_threads(tdvp: TDVP, params) -> int:
-    """LAPACK's threads while ``tdvp`` steps ``params`` on a CPU. A step there with a large
-    solve (the smaller of the parameter count and the rows, twice the samples for real
-    parameters, at least ``_THREADED_SOLVE``) is mostly one eigendecomposition, which the
-    cores a device has to itself share; otherwise one thread, as in a ground-state run's
-    loop (its threads would spin against XLA's and the other devices' programs)."""
+    """LAPACK's threads while ``tdvp`` steps ``params`` on a CPU
+    (:func:`~quantax_lite.utils.threads.threads_for_solve`): the solve is the smaller of the
+    parameter count and the rows (twice the samples for real parameters)."""
     leaves = jax.tree_util.tree_leaves(params)
     n_par = sum(int(np.size(x)) for x in leaves)
     real = not any(np.iscomplexobj(x) for x in leaves)
     size = min(n_par, tdvp.n_samples * (2 if real else 1))
-    if size < _THREADED_SOLVE:
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // mesh_size(tdvp.sampler.resolved_mesh()))
+    return threads_for_solve(size, mesh_size(tdvp.sampler.resolved_mesh()))
 
 
 def evolve(

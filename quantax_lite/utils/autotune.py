@@ -51,6 +51,7 @@ import jax
 import numpy as np
 
 from quantax_lite.utils.validate import positive_int
+from quantax_lite.utils.threads import usable_cores
 
 __all__ = ["pick", "environment", "cache_file", "forget"]
 
@@ -83,20 +84,13 @@ def _library_version() -> str:
         return "unknown"
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def environment() -> dict:
     """What a timing depends on besides its own key: host, architecture, CPU count, jax
     backend, device kind, jax version and library version (the cache file's identity)."""
     return {
         "host": platform.node(),
         "machine": platform.machine(),
-        "cpu_count": _cpu_count(),
+        "cpu_count": usable_cores(),
         "backend": jax.default_backend(),
         "device_kind": jax.devices()[0].device_kind,
         "jax": jax.__version__,

@@ -8,9 +8,33 @@ pools and 60 ms with OpenBLAS limited to one thread (``benchmarks/vmc_step.py``)
 """
 from __future__ import annotations
 
+import os
+
 import jax
 
-__all__ = ["limit_blas_threads"]
+__all__ = ["limit_blas_threads", "usable_cores", "threads_for_solve"]
+
+# the size of a solve (an eigendecomposition or Cholesky factorization) from which LAPACK
+# gets more than one thread: between the sizes measured for TDVP, 256 (slower with two: its
+# threads spin against XLA's) and 2048 (faster with two; docs/benchmarks.md)
+THREADED_SOLVE = 1024
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_for_solve(size: int, n_devices: int) -> int:
+    """LAPACK's threads for a loop whose steps are mostly one solve of ``size`` on each of
+    ``n_devices`` CPU devices: the cores each device has to itself from ``THREADED_SOLVE``
+    on, one below (small solves only lose time to threads spinning)."""
+    if size < THREADED_SOLVE:
+        return 1
+    return max(1, usable_cores() // max(1, n_devices))
 
 
 def limit_blas_threads(n_threads: int = 1):
