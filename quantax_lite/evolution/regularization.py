@@ -93,13 +93,12 @@ class Shift:
         if n_rows < n_par:
             # fewer rows than parameters: (A^H A + eps I)^-1 A^H b = A^H (A A^H + eps I)^-1 b,
             # the smaller system; trace(S) = trace(A A^H)
-            with tuning.matmul_precision():
-                gram = a @ jnp.conj(a).T
-            eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(gram)) / n_par
-            y, fallback = solve_psd(gram + eps * jnp.eye(n_rows, dtype=gram.dtype), b.astype(jnp.result_type(gram, b)),
-                                    solver=choices.sr_solve, refinement=choices.sr_refinement)
-            with tuning.matmul_precision():
-                x = jnp.conj(a).T @ y
+            def shifted(gram, b):
+                eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(gram)) / n_par
+                return solve_psd(gram + eps * jnp.eye(n_rows, dtype=gram.dtype), b.astype(jnp.result_type(gram, b)),
+                                 solver=choices.sr_solve, refinement=choices.sr_refinement)
+
+            x, fallback = _through_gram(a, b, shifted)
             return x.astype(equation.rhs.dtype), {"kept": jnp.asarray(n_par, jnp.int32), "fallback": fallback}
         s = equation.s
         eps = self.diag_shift + self.diag_scale * jnp.real(jnp.trace(s)) / n_par
@@ -135,12 +134,12 @@ class PseudoInverse:
         if a.shape[0] < a.shape[1]:
             # fewer rows than parameters: with S = A^H A, f(S) S^+ A^H b = A^H f(T) T^+ b for the
             # rows' Gram matrix T = A A^H (the same nonzero eigenvalues), a smaller eigenproblem
-            with tuning.matmul_precision():
-                gram = a @ jnp.conj(a).T
-            lam, u = hermitian_eigh(gram)
-            f = self.filter(lam)
-            with tuning.matmul_precision():
-                x = jnp.conj(a).T @ _spectral_solve(lam, u, f, b)
+            def spectral(gram, b):
+                lam, u = hermitian_eigh(gram)
+                f = self.filter(lam)
+                return _spectral_solve(lam, u, f, b), f
+
+            x, f = _through_gram(a, b, spectral)
             return x.astype(equation.rhs.dtype), {"kept": jnp.sum(f > 0.5).astype(jnp.int32)}
         lam, v = hermitian_eigh(equation.s)
         f = self.filter(lam)
@@ -173,6 +172,16 @@ class SignalToNoise:
             snr = jnp.where(spread > 0, snr, jnp.inf)
             f = f * _soft(snr, self.snr_cutoff)
         return _spectral_solve(lam, v, f, equation.rhs), {"kept": jnp.sum(f > 0.5).astype(jnp.int32)}
+
+
+def _through_gram(a, b, solve):
+    """``(A^H y, aux)`` with ``(y, aux) = solve(A A^H, b)``: a solve of ``S = A^H A`` against
+    ``rhs = A^H b`` through the rows' Gram matrix, for A (R, P) with fewer rows than columns."""
+    with tuning.matmul_precision():
+        gram = a @ jnp.conj(a).T
+    y, aux = solve(gram, b)
+    with tuning.matmul_precision():
+        return jnp.conj(a).T @ y, aux
 
 
 def _spectral_solve(lam, v, f, rhs):
