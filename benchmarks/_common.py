@@ -38,7 +38,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import contextlib
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -327,13 +329,37 @@ def report_row(row: dict, mark: str = ROW_MARK) -> None:
     print(mark + json.dumps(row), flush=True)
 
 
+@contextlib.contextmanager
+def terminate_as_exit():
+    """Inside, SIGTERM raises ``SystemExit(143)`` in the main thread, so a ``subprocess.run``
+    under way kills its child before this process ends: a worker must not outlive a parent
+    stopped by ``timeout`` (on a TPU machine an orphan keeps the chip, and the next program
+    cannot open it). Elsewhere than the main thread, nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def worker_row(name: str, cmd: list, timeout: float, mark: str = ROW_MARK, cwd: str = ROOT) -> dict:
     """Run the worker ``cmd`` (in ``cwd``) and read its row (:func:`report_row`):
     ``{"package": name, **row, "process_s"}``; ``"status": "failed"`` with the end of its
-    error when it exits otherwise, prints no row, or gives none within ``timeout`` seconds."""
+    error when it exits otherwise, prints no row, or gives none within ``timeout`` seconds.
+    A SIGTERM to this process kills the worker too (:func:`terminate_as_exit`)."""
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        with terminate_as_exit():
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         return {"package": name, "status": "failed", "error": f"no result within {timeout} s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(mark)]

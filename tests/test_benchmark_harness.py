@@ -166,6 +166,36 @@ def test_worker_rows_measured_failed_and_late(tmp_path):
     assert late["status"] == "failed" and "no result within 1 s" in late["error"]
 
 
+def test_a_terminated_parent_takes_its_worker_with_it(tmp_path):
+    """``timeout`` sends SIGTERM to the parent only: its worker must die with it (on a TPU
+    machine an orphaned worker kept the chip and the next program could not open it)."""
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "worker.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    parent = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); import _common; "
+              f"_common.worker_row('pkg', [sys.executable, '-c', {child!r}], timeout=60)")
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived its parent")
+
+
 def test_scripts_keep_their_command_lines():
     """The scripts split into parts still parse the options the suite and the docs pass."""
     args = load("jacobian_sharding").parse_args(["--quick", "--platform", "cpu", "--json", "x.json"])
