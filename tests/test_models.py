@@ -750,6 +750,77 @@ def test_signed_network_jacobian_is_that_of_its_real_part(rng):
     np.testing.assert_allclose(real, np.asarray(ref), rtol=1e-9, atol=1e-11)
 
 
+# --------------------------------------------------------------------------- #
+# sinh networks (psi_0 = sum_r sum_k (sinh(y_rk) + 1))                          #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("readout", ["sum", "origin"])
+def test_sinh_network_matches_formula(rng, readout):
+    """log psi_0 of the sinh head against sum_{r,k} (sinh(y_rk) + 1) written out in float64
+    from the readout outputs y (every cell with "sum", cell 0 with "origin"), with rows of
+    both signs; its parameters are those of the make_network path, value for value."""
+    from quantax_lite.models import make_network
+
+    lattice = Square(4)
+    model = make_conv_nqs(lattice, None, channels=3, depth=1, amplitude="sinh", readout=readout)
+    again = make_network(lattice, None, "conv", dict(channels=3, depth=1), amplitude="sinh", readout=readout,
+                         dtype=jnp.float64)
+    s = random_spins(rng, 16, 64)
+    params = random_params(model, s, rng, scale=0.6)
+    assert jax.tree.structure(params) == jax.tree.structure(again.init(KEY, jnp.asarray(s)))
+    kernel = np.array(params["params"]["readout_dense"]["kernel"])
+    for factor in (1, 2, 4, 8, 16, 32):  # large enough readout weights give sums of both signs
+        params["params"]["readout_dense"]["kernel"] = kernel * factor
+        y = np.asarray(jitted(model, "position_outputs")(params, s))
+        y = y if readout == "sum" else y[:, :1]
+        psi = (np.sinh(y) + 1).sum(axis=(1, 2))
+        if np.any(psi < 0) and np.any(psi > 0):
+            break
+    assert np.any(psi < 0) and np.any(psi > 0)  # the test can fail
+    out = np.asarray(jitted(model)(params, s))
+    np.testing.assert_allclose(out.real, np.log(np.abs(psi)), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(np.exp(1j * out.imag), np.sign(psi), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(again.apply(params, jnp.asarray(s))), out, rtol=1e-13, atol=1e-13)
+
+
+def test_sinh_sum_log_in_float32_does_not_overflow():
+    """Terms of e^300 in float32 (whose largest number is about e^88) of either sign, a pair
+    that cancels to 2 exactly, and a row on a node: against float64 written out."""
+    from quantax_lite.models.heads import sinh_sum_log
+
+    y = np.array([[300.0, -299.0, 1.0], [250.0, 1.0, -3.0], [-300.0, 2.0, 0.0]], np.float32)
+    out = np.asarray(jax.jit(sinh_sum_log)(jnp.asarray(y)[:, :, None]))
+    psi = (np.sinh(y.astype(np.float64)) + 1).sum(axis=1)
+    assert out.dtype == np.complex64 and np.all(np.isfinite(out))
+    np.testing.assert_allclose(out.real, np.log(np.abs(psi)), rtol=1e-6)
+    np.testing.assert_allclose(np.cos(out.imag), np.sign(psi), atol=1e-6)
+    pair = np.asarray(sinh_sum_log(jnp.array([[[2.5], [-2.5]]], jnp.float64)))
+    assert pair[0] == pytest.approx(np.log(2.0), rel=1e-14)
+    node = np.asarray(sinh_sum_log(jnp.array([[[np.arcsinh(-1.0)]]], jnp.float64)))  # sinh(y) + 1 = 0
+    grad = jax.grad(lambda y: jnp.real(sinh_sum_log(y)).sum())(jnp.array([[[np.arcsinh(-1.0)]]], jnp.float64))
+    assert np.isfinite(node).all() and np.isfinite(np.asarray(grad)).all()
+
+
+def test_sinh_network_jacobian_is_that_of_its_real_part(rng):
+    from quantax_lite.models import derivative_form, real_part
+    from quantax_lite.optimizer.log_derivatives import jacobian
+
+    lattice = Square(4)
+    model = make_conv_nqs(lattice, qsym.translations(lattice), channels=3, depth=1, amplitude="sinh")
+    assert derivative_form(model.apply).__wrapped__ == model.apply
+    s = random_spins(rng, 16, 16)
+    params = random_params(model, s, rng, scale=0.6)
+    full = np.asarray(jacobian(model.apply, params, jnp.asarray(s)))
+    real = np.asarray(jacobian(real_part(model.apply), params, jnp.asarray(s)))
+    np.testing.assert_allclose(full.imag, 0, atol=1e-12)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    ref = jax.jacrev(lambda q: jnp.real(model.apply(unravel(q), jnp.asarray(s))))(flat)
+    np.testing.assert_allclose(real, np.asarray(ref), rtol=1e-9, atol=1e-11)
+    with pytest.raises(ValueError, match="^site_phases: a phase rule needs a complex network"):
+        make_conv_nqs(lattice, None, channels=2, depth=1, amplitude="sinh", site_phases=np.zeros(16))
+
+
 def test_signed_needs_complex_output():
     with pytest.raises(ValueError, match="signed"):
         ConvResNet((4,), signed=True, complex_output=False)

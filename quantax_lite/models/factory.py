@@ -11,7 +11,7 @@ from quantax_lite.utils import tuning
 from quantax_lite.utils.validate import finite_number
 from quantax_lite.operators.sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
 from quantax_lite.geometry.symmetry import Symmetry
-from .conv import ConvOptions, ConvResNet, default_conv_architecture
+from .conv import ConvOptions, ConvResNet, conv_network, default_conv_architecture
 from .heads import HEAD_KINDS, Head, Network, PhaseRule
 from .rbm import RBM
 from .registry import network_entry, network_options
@@ -171,9 +171,11 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
         also be given as keywords (``make_conv_nqs(lattice, g, channels=8, depth=2)``).
       amplitude: the head, ``"complex"`` (default: complex log-amplitudes), ``"positive"``
         (a positive wavefunction, real log psi, for sign-free ground states, only in a
-        sector whose characters are all 1) or ``"signed"`` (a real wavefunction with a
+        sector whose characters are all 1), ``"signed"`` (a real wavefunction with a
         learned sign, see :class:`ConvResNet`; its derivatives are those of
-        ``real(log psi)``, :func:`derivative_form`). The keywords ``complex_output`` and
+        ``real(log psi)``, :func:`derivative_form`) or ``"sinh"`` (a real wavefunction
+        ``psi_0 = sum_r sum_k (sinh(y_rk) + 1)``, :class:`~quantax_lite.models.heads.Head`;
+        real derivatives as ``"signed"``). The keywords ``complex_output`` and
         ``signed`` of earlier versions still choose it.
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"plane_wave"`` (``psi_0`` a
         momentum eigenstate, with the momentum of the translations in ``symmetry``),
@@ -210,6 +212,10 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
         arch["final_scale"] = finite_number(final_scale, "final_scale", above=0)
 
     def base(readout, cell_phases):
+        if amplitude == "sinh":  # the same trunk and readout parameters, path for path
+            net = Network(conv_network(lattice, options, dtype), Head(amplitude, readout,
+                                                                     arch.get("final_scale", 1e-2), None, dtype))
+            return net if site_phases is None else PhaseRule(net, site_phases)
         return ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout, complex_output=complex_output,
                           signed=signed, norm=options.norm, n_basis=int(getattr(lattice, "n_basis", 1)),
                           site_phases=site_phases, cell_phases=cell_phases, **arch)
@@ -254,7 +260,7 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
       lattice: a ``Lattice``; symmetry: a ``Symmetry`` of it, or None (no projection).
       network, options: the registered name and its options (a mapping or the options
         dataclass; :func:`~quantax_lite.models.network_options` checks them).
-      amplitude: the head, ``"positive"``, ``"signed"`` or ``"complex"``.
+      amplitude: the head, ``"positive"``, ``"signed"``, ``"sinh"`` or ``"complex"``.
       readout: ``"sum"``, ``"origin"``, ``"plane_wave"`` or None (chosen as in
         :func:`make_conv_nqs`: ``"sum"``, or in a nonzero-momentum sector ``"plane_wave"``
         for a complex head, else ``"origin"``). A backbone that declares

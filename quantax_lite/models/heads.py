@@ -4,9 +4,12 @@ A backbone (:mod:`quantax_lite.models.registry`) maps spins ``(batch, n_sites)``
 features ``(batch, n_cells, F)``. A :class:`Head` turns features into ``log psi_0``:
 
 * ``kind``: ``"positive"`` (real log psi, one output per cell), ``"complex"`` (a free
-  phase: real and imaginary part per cell) or ``"signed"`` (a real psi with a learned
+  phase: real and imaginary part per cell), ``"signed"`` (a real psi with a learned
   sign: ``psi_0 = exp(sum_r a_r) (1 + sum_r g_r)``, log psi complex with imaginary part 0
-  or pi, so its parameter derivatives are real);
+  or pi, so its parameter derivatives are real) or ``"sinh"`` (a real psi that is a sum
+  of signed terms, ``psi_0 = sum_r sum_k (sinh(y_rk) + 1)`` over the two outputs ``k`` of
+  each cell: the last activation of Chen and Heyl's residual networks, whose sign can
+  change term by term; real derivatives as ``"signed"``);
 * ``readout``: ``"sum"`` over cells (translation-invariant for an equivariant backbone),
   ``"origin"`` (cell 0 only), or ``"plane_wave"`` (complex only:
   ``sum_r a_r + log sum_r exp(i phi_r + b_r)``, a momentum eigenstate for the cell
@@ -34,9 +37,10 @@ from quantax_lite.utils import tuning
 from ._checks import complex_dtype, real_dtype
 from .symmetrize import weighted_logsumexp
 
-__all__ = ["HEAD_KINDS", "READOUTS", "Head", "Network", "PhaseRule", "add_phase_rule", "angles", "signed_log"]
+__all__ = ["HEAD_KINDS", "READOUTS", "Head", "Network", "PhaseRule", "add_phase_rule", "angles", "signed_log",
+           "sinh_sum_log"]
 
-HEAD_KINDS = ("positive", "complex", "signed")
+HEAD_KINDS = ("positive", "complex", "signed", "sinh")
 READOUTS = ("sum", "origin", "plane_wave")
 
 
@@ -61,6 +65,19 @@ def signed_log(log_amplitude, factor):
     return lax.complex(log_amplitude + jnp.log(magnitude), phase)
 
 
+def sinh_sum_log(y):
+    """``log sum_{r,k} (sinh(y_rk) + 1)`` for ``y`` ``(batch, cells, K)`` real: complex,
+    imaginary part 0 or pi (the sum's sign). Computed relative to ``m = max |y|`` per row
+    (``e^m`` factored out, held constant for the derivatives, which do not depend on it),
+    so no term overflows; a sum that vanishes is clamped as in :func:`signed_log`. Terms
+    that cancel lose what the dtype's precision loses (two of e^50 leave nothing of an
+    order-one rest in float32)."""
+    y = y.reshape(y.shape[0], -1)
+    m = lax.stop_gradient(jnp.max(jnp.abs(y), axis=-1, keepdims=True))
+    terms = 0.5 * (jnp.exp(y - m) - jnp.exp(-y - m)) + jnp.exp(-m)
+    return signed_log(m[:, 0], terms.sum(axis=-1))
+
+
 def add_phase_rule(log_psi, s, site_phases):
     """``log_psi + i sum_{i: s_i = -1} theta_i``: ``log_psi`` ``(batch,)`` complex, ``s``
     ``(batch, n_sites)`` +-1, ``site_phases`` ``n_sites`` angles (radians)."""
@@ -74,7 +91,7 @@ class Head(nn.Module):
     """Features ``(batch, n_cells, F)`` -> ``log psi_0`` ``(batch,)``.
 
     A per-cell linear map without bias (``readout_dense``, ``F -> R`` with ``R`` = 1
-    positive, 2 complex or signed, 4 plane-wave), initialized normal with standard
+    positive, 2 complex, signed or sinh, 4 plane-wave), initialized normal with standard
     deviation ``final_scale / sqrt(F)`` (plane wave: the ``a_r`` outputs at 0), so a
     small ``final_scale`` starts near the uniform state.
 
@@ -103,7 +120,7 @@ class Head(nn.Module):
 
     @property
     def real_jacobian(self) -> bool:
-        return self.kind == "signed"
+        return self.kind in ("signed", "sinh")
 
     @property
     def n_outputs(self) -> int:
@@ -126,9 +143,9 @@ class Head(nn.Module):
 
     def log_amplitudes(self, x):
         """Per-cell log-amplitude contributions ``f_r`` ``(batch, n_cells)`` (positive: real;
-        complex: complex). Not defined for signed or plane-wave heads."""
-        if self.kind == "signed" or self.readout == "plane_wave":
-            raise ValueError(f"position_log_amplitudes: a {'signed' if self.kind == 'signed' else 'plane_wave'} "
+        complex: complex). Not defined for signed, sinh or plane-wave heads."""
+        if self.kind in ("signed", "sinh") or self.readout == "plane_wave":
+            raise ValueError(f"position_log_amplitudes: a {self.kind if self.real_jacobian else 'plane_wave'} "
                              "network has no per-position log-amplitudes")
         out = self.outputs(x)
         if self.kind == "positive":
@@ -140,6 +157,9 @@ class Head(nn.Module):
             out = self.outputs(x)
             pick = (lambda y: y.sum(axis=-1)) if self.readout == "sum" else (lambda y: y[:, 0])
             return signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
+        if self.kind == "sinh":
+            out = self.outputs(x)
+            return sinh_sum_log(out if self.readout == "sum" else out[:, :1])
         if self.readout == "plane_wave":
             out = self.outputs(x)
             a, b = (lax.complex(out[..., i], out[..., i + 1]) for i in (0, 2))

@@ -16,7 +16,7 @@ HAMILTONIANS = HAMILTONIAN_NAMES
 # the recipe's coupling fields (a registered model names one of them, or none)
 COUPLINGS = ("J2", "h")
 SYMMETRIES = ("none", "translations", "full")
-AMPLITUDES = ("auto", "positive", "signed", "complex")
+AMPLITUDES = ("auto", "positive", "signed", "sinh", "complex")
 PHASE_RULES = ("auto", "none", "120")
 PRECISIONS = ("f32", "f64")
 NORMS = ("none", "layer")

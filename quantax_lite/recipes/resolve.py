@@ -266,7 +266,7 @@ def check_phase_rule(recipe, lattice) -> None:
                             if hamiltonian_entry(n).antiferromagnet)
         raise FieldError("phase_rule", f"phase_rule: '120' is a rule for the {models} models, not for "
                          f"{recipe.hamiltonian}; use 'none' or 'auto'.")
-    if recipe.amplitude in ("positive", "signed"):
+    if recipe.amplitude in ("positive", "signed", "sinh"):
         raise FieldError("phase_rule", f"phase_rule: '120' gives complex amplitudes, which amplitude {recipe.amplitude!r} "
                          "cannot hold; use amplitude 'complex' or 'auto', or phase_rule 'none'.")
     if not sign_rules.phase_rule_fits(lattice):

@@ -106,7 +106,8 @@ class Recipe:
                                            "3 in 2D, 5 in 1D)")
     norm: str = recipe_field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = recipe_field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
-                                  "learned sign), complex (free phase); auto: positive where the basis makes the ground "
+                                  "learned sign), sinh (real psi = sum over cells of sinh(y) + 1, a sign per term), "
+                                  "complex (free phase); auto: positive where the basis makes the ground "
                                   "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
                                   "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
     precision: str = recipe_field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
@@ -324,7 +325,7 @@ class Recipe:
         return make_plan(self).auto_decisions()
 
     def amplitude_kind(self, hamiltonian) -> str:
-        """'positive', 'signed' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
+        """'positive', 'signed', 'sinh' or 'complex': ``amplitude``, or what 'auto' picks for ``hamiltonian``."""
         return resolve.amplitude_kind(self, hamiltonian)
 
     def init_scale(self, lattice, hamiltonian) -> float | None:
