@@ -18,7 +18,11 @@ Parts, each with its own time budget (seconds; all options), within a total budg
    its breakdown and FLOP/s (each row also against the "highest" peak of part 4).
 6. ``w1``: the W1 rows of ``benchmarks/vmc_step.py`` (its ``measure``), 1024 samples (the
    float64-network row only where the backend has float64 on the device).
-7. ``agreement``: one W1 state after a few training steps; its samples, log psi, local
+7. ``tdvp``: ``benchmarks/tdvp_peers.py``'s row of this library in a subprocess (the 4x4
+   quench's real-time TDVP: 2432 parameters, 1024 samples, RK4 at dt 0.02, the
+   eigendecomposition on the host in float64 where the device has no float64): seconds per
+   step after its compiled warm-up, the warm-up itself, and max |Δ⟨σx⟩| against exact.
+8. ``agreement``: one W1 state after a few training steps; its samples, log psi, local
    energies, Jacobian, SR and MinSR directions and spin correlations on the accelerator,
    against the float64 CPU library (``JAX_PLATFORMS=cpu``, ``jax_enable_x64`` on, in a
    subprocess) on the same samples: relative differences, the CPU's direction both from
@@ -69,7 +73,7 @@ DEFAULT_JSON = results_file("accelerator_suite.json")
 
 # in the order they run: the subprocess parts that hold the accelerator first; the agreement's
 # float64 CPU reference then runs beside peaks, scale and w1 (it never touches the accelerator)
-PART_NAMES = ("train", "sharding", "memory", "agreement", "peaks", "scale", "w1")
+PART_NAMES = ("train", "sharding", "memory", "tdvp", "agreement", "peaks", "scale", "w1")
 
 
 W1_CONFIGS = [("translations", "f32", "positive"), ("translations", "f32", "complex"), ("full", "f32", "positive"),
@@ -91,6 +95,8 @@ def parse_args(argv=None):
     p.add_argument("--memory-budget-s", type=float, default=60.0)
     p.add_argument("--scale-budget-s", type=float, default=180.0)
     p.add_argument("--w1-budget-s", type=float, default=90.0)
+    p.add_argument("--tdvp-budget-s", type=float, default=150.0)
+    p.add_argument("--tdvp-t-end", type=float, default=0.1, help="simulated time of the tdvp part (default 0.1: 5 steps)")
     p.add_argument("--scale-row-budget-s", type=float, default=90.0, help="vmc_scale's --budget-s")
     p.add_argument("--scale-lattices", nargs="+", default=None, help="default 4 6 8 10")
     p.add_argument("--scale-hamiltonians", nargs="+", default=None, help="default heisenberg j1j2")
@@ -161,6 +167,34 @@ def run_train(args, budget_s: float, out_dir: str) -> dict:
     print(f"train: first step {out['first_step_s']:.1f} s, {out['iterations']} steps in {out['training_s']:.1f} s "
           f"({out['seconds_per_iteration'] * 1e3:.1f} ms/step after the first), relative error "
           f"{out['relative_error']:.2e}; process {out['process_wall_s']:.0f} s", flush=True)
+    return out
+
+
+def run_tdvp(args, budget_s: float, out_dir: str) -> dict:
+    """``benchmarks/tdvp_peers.py --only quantax_lite`` in a subprocess (its worker killed at
+    ``budget_s``): milliseconds per TDVP step after the warm-up, the warm-up (compilation),
+    max |Δ⟨σx⟩| against the exact propagator."""
+    path = os.path.join(out_dir, "tdvp.json")
+    cmd = [sys.executable, os.path.join(HERE, "tdvp_peers.py"), "--only", "quantax_lite", "--json", path,
+           "--timeout", str(max(int(budget_s) - 10, 1))]
+    cmd += ["--quick"] if args.quick else ["--t-end", repr(args.tdvp_t_end), "--points", "1"]
+    out = dict(command=" ".join(cmd[1:]).replace(path, "OUT").replace(HERE + os.sep, "benchmarks/"))
+    print(f"$ {out['command']}", flush=True)
+    try:
+        proc = subprocess.run(cmd, timeout=budget_s + 60, capture_output=True, text=True, cwd=os.path.dirname(HERE))
+    except subprocess.TimeoutExpired:
+        return dict(out, error=f"killed after {budget_s + 60:.0f} s")
+    if proc.returncode:
+        return dict(out, error=last_line(proc.stderr) or last_line(proc.stdout) or f"exit {proc.returncode}")
+    with open(path) as fh:
+        row = json.load(fh)["rows"][0]
+    if row.get("status") != "measured":
+        return dict(out, error=row.get("error", "not measured"))
+    out.update({k: row.get(k) for k in ("n_params", "n_samples", "steps", "warmup_s", "warmup_steps", "evolve_s",
+                                        "max_dsx", "solve")})
+    out["step_ms"] = 1e3 * row["evolve_s"] / row["steps"]
+    print(f"tdvp: {out['step_ms']:.0f} ms per step ({out['steps']} steps of 4 stages) after a warm-up of "
+          f"{out['warmup_s']:.0f} s; max |d<σx>| {out['max_dsx']}", flush=True)
     return out
 
 
@@ -310,7 +344,7 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
     budgets = dict(train=args.train_budget_s, sharding=args.sharding_budget_s, memory=args.memory_budget_s,
                    peaks=args.peaks_budget_s, scale=args.scale_budget_s, w1=args.w1_budget_s,
-                   agreement=args.agreement_budget_s)
+                   agreement=args.agreement_budget_s, tdvp=args.tdvp_budget_s)
     load_start = load_average()
     print(f"# accelerator_suite on {backend}{' (quick)' if args.quick else ''}: parts {' '.join(args.parts)}, total budget "
           f"{args.total_budget_s:.0f} s, load average {load_start[0]:.1f}", flush=True)
@@ -358,6 +392,8 @@ def main(argv=None):
                     part = run_scale(args, budget, plots["scale"], result["parts"].get("peaks"))
                 elif name == "w1":
                     part = run_w1(args, budget)
+                elif name == "tdvp":
+                    part = run_tdvp(args, budget, tmp)
                 else:  # its CPU reference runs beside the parts after it; compared at the end
                     pending["agreement"] = start_agreement(args, tmp)
                     part = dict(started=True)

@@ -177,9 +177,11 @@ def test_accelerator_suite_quick_end_to_end(tmp_path):
     assert result["environment"]["JAX_PLATFORMS"] == "cpu"
     assert result["started_utc"][:2] == "20"
     parts = result["parts"]
-    assert set(parts) == {"train", "sharding", "memory", "peaks", "scale", "w1", "agreement"}
+    assert set(parts) == {"train", "sharding", "memory", "tdvp", "peaks", "scale", "w1", "agreement"}
     for name, part in parts.items():
         assert "error" not in part and "skipped" not in part, (name, part)
+    tdvp = parts["tdvp"]  # the TDVP step, from tdvp_peers.py's row of this library
+    assert tdvp["steps"] >= 1 and positive(tdvp["step_ms"]) and positive(tdvp["warmup_s"]) and tdvp["max_dsx"] < 0.1
 
     # (a) the scale table, from vmc_scale's functions
     scale = parts["scale"]
