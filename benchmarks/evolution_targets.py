@@ -55,6 +55,7 @@ class Quench:
     start_dt: float = 0.002  # RK4 step up to start_t: from the +x state only the readout moves at first
     start_t: float = 0.02
     rcond: float = 1e-6  # pseudo-inverse cutoff, relative to the largest eigenvalue of S
+    snr_cutoff: float | None = None  # a number: SignalToNoise(snr_cutoff, rcond) instead of PseudoInverse(rcond)
     t_end: float = 1.0
     points: int = 10  # measurement times after t = 0
     measure_samples: int = 8192
@@ -121,7 +122,7 @@ def quench(s: Quench = Quench(), progress: bool = False) -> dict:
     import numpy as np
 
     from quantax_lite import Recipe, build, sx
-    from quantax_lite.evolution import RK4, TDVP, PseudoInverse, evolve
+    from quantax_lite.evolution import RK4, TDVP, PseudoInverse, SignalToNoise, evolve
     from quantax_lite.exact import exact_evolution, exact_observables
     from quantax_lite.hilbert import all_states
 
@@ -134,8 +135,8 @@ def quench(s: Quench = Quench(), progress: bool = False) -> dict:
     times = np.linspace(0.0, s.t_end, s.points + 1)
     vectors, _ = exact_evolution(run.hamiltonian, np.ones(2**n), times, total_sz=None)
     exact = exact_observables({"energy": run.hamiltonian, "sx": sigma_x}, vectors, all_states(n, None))
-    tdvp = TDVP(run.hamiltonian, run.sampler, n_samples=s.samples, integrator=RK4(),
-                regularization=PseudoInverse(s.rcond))
+    regularization = PseudoInverse(s.rcond) if s.snr_cutoff is None else SignalToNoise(s.snr_cutoff, s.rcond)
+    tdvp = TDVP(run.hamiltonian, run.sampler, n_samples=s.samples, integrator=RK4(), regularization=regularization)
     state = tdvp.init(_zero_readout(run.state.params), jax.random.key(s.seed), dt=s.start_dt)
     ops = {"sx": sigma_x, "energy": run.hamiltonian}
     rows, records = [], []
