@@ -1127,3 +1127,17 @@ def test_evolution_targets_quick_compares_with_exact(capsys):
     assert abs(q["rows"][0]["exact_sx"] - 1.0) < 1e-12 and abs(q["rows"][0]["d_sx"]) < 0.05
     assert m["exact_e0"] < 0 and m["relative_error"] == pytest.approx((m["final_energy"] - m["exact_e0"]) / abs(m["exact_e0"]))
     assert "4x4 TFIM quench" in capsys.readouterr().out
+
+
+def test_network_cost_quick(tmp_path):
+    """The conv net and the ViT side by side: the ViT's projection evaluates one image per
+    class of translations by whole patches (4 of 16 on 4x4), the conv net one per class of
+    translations by whole cells (1), and the FLOPs per sample follow the images."""
+    out = tmp_path / "cost.json"
+    proc = script("network_cost", "--quick", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    rows = {r["network"]: r for r in result["rows"]}
+    assert rows["conv"]["images"] == 1 and rows["vit"]["images"] == 4 and rows["vit"]["group_elements"] == 16
+    assert all(positive(r["us_per_sample"]) and positive(r["flops_per_sample"]) for r in rows.values())
+    assert rows["conv"]["time_vs_conv"] == 1.0 and result["lattice"] == "4x4"

@@ -484,6 +484,14 @@ def test_merge_translations_matches_full_group(rng):
     assert_log_close(jitted(merged)(params, s), jitted(full)(params, s), atol=1e-10)
     with pytest.raises(ValueError, match="momentum"):
         merge_translation_images((6,), *chain_group(6, True, 1, 1))
+    # by multiples of 2 cells only: 4 of the 16 translations per class, the class weight 4
+    perms, flips, weights = merge_translation_images((4, 4), full_group.perms, full_group.flips,
+                                                     full_group.characters, stride=2)
+    assert len(perms) == 64 and np.allclose(weights, 4)
+    with pytest.raises(ValueError, match="^stride: 3 must divide"):
+        merge_translation_images((4, 4), full_group.perms, stride=3)
+    with pytest.raises(ValueError, match="^translation_factors: only with stride 1"):
+        merge_translation_images((4, 4), full_group.perms, stride=2, translation_factors=np.ones(16))
 
 
 def test_no_nan_or_inf_on_special_rows(rng):

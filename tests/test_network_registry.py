@@ -133,6 +133,14 @@ def test_a_broken_declaration_is_caught():
     with pytest.raises(ValueError, match="^network: 'liar_toy' declares equivariance 'cells'"):
         check_network("liar_toy", Chain(4))
 
+    class StrideLiar(Liar):  # claims its summed features survive shifts by 2 cells
+        equivariance = "none"
+        translation_stride = 2
+
+    register_network("stride_liar_toy", options=PairOptions)(lambda lattice, options, dtype: StrideLiar(lattice.n_cells))
+    with pytest.raises(ValueError, match="^network: 'stride_liar_toy' declares translation_stride 2"):
+        check_network("stride_liar_toy", Chain(4))
+
 
 def _flat(params):
     return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_flatten_with_path(params)[0]}

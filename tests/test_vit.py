@@ -80,6 +80,39 @@ def test_projection_on_every_translation(rng):
     assert model.apply(model.init(jax.random.key(0), _spins(rng, 2, 4)), _spins(rng, 3, 4)).shape == (3,)
 
 
+@pytest.mark.parametrize("group", ["translations", "full", "momentum_pi"])
+def test_projection_merges_the_images_whole_patches_relate(rng, group):
+    """On a 4x4 lattice with patches of 2x2 cells the projection evaluates one image per class
+    of group elements that differ by whole patches (4 of the 16 translations; 32 of the full
+    group's 256 elements with spin flips), with the class's summed characters: log psi equals
+    the projection over every element written out, for the registry's ViT and the ViT of
+    make_vit_nqs, at zero momentum and at k = (pi, 0); a momentum the patch shifts cancel is
+    refused for the registry's."""
+    from quantax_lite import full_symmetry
+    from quantax_lite.geometry.symmetry import translations as sym_translations
+    from quantax_lite.models import Symmetrized, make_network
+    from quantax_lite.models.factory import _symmetry_table
+
+    lattice = Square(4, 4)
+    sym = {"translations": lambda: sym_translations(lattice), "full": lambda: full_symmetry(lattice),
+           "momentum_pi": lambda: sym_translations(lattice, momentum=(np.pi, 0.0))}[group]()
+    table = _symmetry_table(lattice, sym)
+    s = _spins(rng, 6, 16)
+    for model in (make_network(lattice, sym, "vit", dict(dim=8, depth=1, heads=2), amplitude="complex",
+                               dtype=jnp.float64),
+                  make_vit_nqs(lattice, sym, dim=8, depth=1, heads=2, dtype=jnp.float64)):
+        assert isinstance(model, Symmetrized)
+        n_images = len(np.asarray(model.perms))
+        assert n_images * 4 == len(table[0])  # 4 patch translations per class
+        params = _random_params(model, s, rng)
+        every = Symmetrized(model.base, *table)  # the same base over every element
+        np.testing.assert_allclose(np.exp(np.asarray(model.apply(params, s))),
+                                   np.exp(np.asarray(every.apply(params, s))), rtol=1e-10)
+    with pytest.raises(ValueError, match="^readout: 'sum' of this network is invariant under translations by 2"):
+        make_network(lattice, sym_translations(lattice, momentum=(np.pi / 2, 0.0)), "vit",
+                     dict(dim=8, depth=1, heads=2), amplitude="complex")
+
+
 def test_factored_attention_equals_a_loop_over_token_pairs(rng):
     """The first block's attention output against an explicit double loop over tokens
     with weights a[(t - u) mod grid]."""

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.geometry.lattice import translation_perms
+from quantax_lite.geometry.lattice import site_coords, translation_perms
 from .registry import network_entry, network_options
 
 __all__ = ["check_network"]
@@ -17,7 +17,8 @@ def check_network(network: str, lattice, options=None, *, dtype=jnp.float64, bat
     configurations: features ``(batch, n_positions, F)`` of a real dtype (``n_positions =
     n_cells`` unless it declares ``equivariance = "none"``), and, where it declares
     ``"cells"``, ``features(T_r s)[:, 0] == features(s)[:, r]`` for every translation
-    ``T_r`` by whole cells (within ``atol``). Returns the features' shape; ``ValueError``
+    ``T_r`` by whole cells (within ``atol``); where it declares ``translation_stride``, its
+    features summed over positions unchanged by translations by whole strides. Returns the features' shape; ``ValueError``
     naming ``network`` on a breach."""
     entry = network_entry(network)
     module = entry.build(lattice, network_options(network, options), dtype)
@@ -29,6 +30,16 @@ def check_network(network: str, lattice, options=None, *, dtype=jnp.float64, bat
     if features.ndim != 3 or features.shape[0] != batch or not np.issubdtype(features.dtype, np.floating):
         raise ValueError(f"network: {network!r} must give real features (batch, n_cells, features), got "
                          f"{features.dtype} {features.shape}")
+    stride = getattr(module, "translation_stride", None) if equivariance == "none" else None
+    if stride is not None:  # the features summed over positions, under translations by whole strides
+        perms = translation_perms(lattice.shape, lattice.n_basis)
+        perms = perms[np.all(site_coords(lattice.shape) % stride == 0, axis=1)]
+        moved = np.asarray(module.apply(params, s[:, perms].reshape(-1, lattice.n_sites)))
+        moved = moved.reshape(batch, len(perms), *features.shape[1:]).sum(axis=2)
+        error = float(np.max(np.abs(moved - features.sum(axis=1)[:, None])))
+        if not error <= atol * max(1.0, features.shape[1]):
+            raise ValueError(f"network: {network!r} declares translation_stride {stride}, but its features summed "
+                             f"over positions change by up to {error:.2e} under those translations")
     if equivariance == "none" or equivariance == "projects":
         return features.shape
     if features.shape[1] != lattice.n_cells:

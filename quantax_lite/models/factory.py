@@ -286,14 +286,17 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
         net = Network(backbone, Head(amplitude, readout, scale, cell_phases, dtype))
         return net if site_phases is None else PhaseRule(net, site_phases)
 
-    return project(lattice, table, base, readout, amplitude, site_phases, cells_equivariant=equivariance == "cells")
+    return project(lattice, table, base, readout, amplitude, site_phases, cells_equivariant=equivariance == "cells",
+                   stride=getattr(backbone, "translation_stride", None))
 
 
 def project(lattice, table, make_base, readout, kind: str, site_phases=None, *, cells_equivariant: bool = True,
-            amplitude_name: str = "amplitude"):
+            amplitude_name: str = "amplitude", stride: int | None = None):
     """``make_base(readout, cell_phases)`` projected on the group ``table`` (``(perms, flips,
     characters)`` or None): the readout chosen for the sector, group elements that differ by
-    a translation merged where the base is translation-covariant (:func:`merge_translation_images`).
+    a translation merged where the base is translation-covariant (:func:`merge_translation_images`);
+    for a base that is not, but whose ``"sum"`` readout is invariant under translations by
+    multiples of ``stride`` cells (a ViT's patches), the elements that differ by those.
     ``kind``: the head (``"positive"`` needs a sector with all characters 1; ValueError
     naming ``amplitude_name`` otherwise)."""
     n_basis = int(getattr(lattice, "n_basis", 1))
@@ -301,6 +304,14 @@ def project(lattice, table, make_base, readout, kind: str, site_phases=None, *, 
     if not cells_equivariant:
         if readout == "plane_wave":
             raise ValueError("readout: 'plane_wave' needs a network equivariant under translations by whole cells")
+        if stride is not None and table is not None and readout in (None, "sum"):
+            try:
+                merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis, stride=stride)
+            except ValueError:
+                raise ValueError(
+                    f"readout: 'sum' of this network is invariant under translations by {stride} cells, which "
+                    "this sector's characters cancel; choose a sector they do not"
+                ) from None
     elif table is not None and readout in (None, "sum"):
         try:
             merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis)
@@ -345,8 +356,14 @@ def make_vit_nqs(lattice, symmetry=None, *, patch: int = 2, dim: int = 32, depth
                dtype=dtype, complex_output=complex_output)
     if symmetry is None:
         return base
-    perms, flips, chars = _symmetry_table(lattice, symmetry)
-    return Symmetrized(base, perms, flips, chars)
+    table = _symmetry_table(lattice, symmetry)
+    if patch > 1 and tuning.current().merge_translations:  # its sum over tokens is invariant under patch shifts
+        try:
+            return Symmetrized(base, *merge_translation_images(lattice.shape, *table, n_basis=lattice.n_basis,
+                                                               stride=patch))
+        except ValueError:
+            pass  # the shifts' characters cancel: every element (the projection vanishes)
+    return Symmetrized(base, *table)
 
 
 def make_rbm_nqs(lattice, symmetry=None, alpha: float = 1, dtype=jnp.float64, complex_output: bool = True):

@@ -10,7 +10,10 @@ A network is a *backbone*: ``builder(lattice, options, dtype) -> flax module`` w
   :class:`~quantax_lite.geometry.lattice.Lattice` numbers them): the library then merges group
   elements that differ by a translation and may use the plane-wave readout;
 * ``"none"``: no guarantee (any number of positions on axis 1); projected over every
-  group element;
+  group element, unless it also declares ``translation_stride`` (an int ``k``): its
+  features summed over positions are invariant under translations by multiples of ``k``
+  cells along every axis (a ViT on patches of ``k`` cells), and the projection evaluates
+  one image per class of elements those translations relate;
 * ``"projects"``: the module projects on the symmetry group itself; the builder then
   takes a fourth argument, the ``Symmetry`` (or None), and the library adds no projection.
 

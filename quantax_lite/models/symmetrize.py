@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.geometry.lattice import translation_perms  # re-exported: the translations of a grid of cells
+from quantax_lite.geometry.lattice import site_coords, translation_perms  # re-exported: the translations of a grid of cells
 from quantax_lite.geometry.symmetry import group_table  # the one check of a group table (re-exported here)
 from quantax_lite.utils import tuning
 from ._checks import lattice_shape, positive_int, spin_batch
@@ -148,7 +148,7 @@ class Symmetrized(nn.Module):
 
 
 def merge_translation_images(shape, perms, flips=None, characters=None, atol: float = _ZERO_WEIGHT,
-                             n_basis: int = 1, translation_factors=None):
+                             n_basis: int = 1, translation_factors=None, stride: int = 1):
     """Merge the group elements a translation-covariant base network cannot tell apart.
 
     ``shape``: the grid of unit cells, ``n_basis`` sites per cell (:func:`translation_perms`).
@@ -160,6 +160,9 @@ def merge_translation_images(shape, perms, flips=None, characters=None, atol: fl
     ``sum_c w_c psi_0(r_c s)`` over the classes ``c = {T_r g}`` with representative
     ``r_c`` and weight ``w_c = sum_{T_r r_c in c} chi_{T_r r_c} lambda_r``.
     Classes whose weight vanishes (below ``atol`` times the largest ``|chi|``) are dropped.
+    ``stride``: only the translations by multiples of ``stride`` cells along every axis
+    (a base invariant under those alone, such as a ViT on patches of ``stride`` cells;
+    ``translation_factors`` then not allowed).
 
     Returns ``(perms, flips, weights)`` of the representatives; for the full space group
     of an ``L x L`` lattice (all characters 1) that is ``G / L**2`` elements of weight
@@ -171,6 +174,13 @@ def merge_translation_images(shape, perms, flips=None, characters=None, atol: fl
     n_basis = positive_int(n_basis, "n_basis")
     perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)) * n_basis)
     T = translation_perms(shape, n_basis)
+    stride = positive_int(stride, "stride")
+    if stride > 1:
+        if translation_factors is not None:
+            raise ValueError("translation_factors: only with stride 1 (translations by whole cells)")
+        if any(length % stride for length in shape):
+            raise ValueError(f"stride: {stride} must divide every length of the grid {shape}")
+        T = T[np.all(site_coords(shape) % stride == 0, axis=1)]
     factors = np.ones(T.shape[0], np.complex128)
     if translation_factors is not None:
         factors = np.asarray(translation_factors, np.complex128)

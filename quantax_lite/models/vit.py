@@ -93,7 +93,8 @@ class ViTTrunk(nn.Module):
     ``(batch, n_sites)`` -> token features ``(batch, n_tokens, dim)`` after the final
     LayerNorm (embedding, ``depth`` blocks; see the module docstring). Equivariant under
     translations by whole patches: by whole cells when ``patch == 1``
-    (``equivariance = "cells"``), else ``"none"`` (projected over every group element).
+    (``equivariance = "cells"``), else ``"none"`` with ``translation_stride = patch`` (the
+    projection evaluates one image per class of group elements that differ by whole patches).
     Attributes as :class:`ViT`'s."""
 
     lattice_shape: tuple
@@ -112,6 +113,12 @@ class ViTTrunk(nn.Module):
     @property
     def equivariance(self) -> str:
         return "cells" if self.patch == 1 else "none"
+
+    @property
+    def translation_stride(self) -> int | None:
+        """Features summed over tokens are invariant under translations by whole patches
+        (``patch`` cells along every axis): the projection merges the images they relate."""
+        return self.patch if self.patch > 1 else None
 
     @property
     def grid(self) -> tuple:
