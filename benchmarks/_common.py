@@ -341,14 +341,39 @@ def terminate_as_exit():
         yield
         return
 
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous in (signal.SIG_IGN, None):  # ignored, or a handler not set from Python: left alone
+        yield
+        return
+
     def stop(signum, frame):
         raise SystemExit(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def run_process_group(cmd: list, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, **kwargs)`` in a session of its
+    own, whose every process is killed when ``timeout`` seconds pass (then
+    ``subprocess.TimeoutExpired``) or this process is terminated (:func:`terminate_as_exit`):
+    a script's own workers go with it."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **kwargs)
+    try:
+        with terminate_as_exit():
+            out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def worker_row(name: str, cmd: list, timeout: float, mark: str = ROW_MARK, cwd: str = ROOT) -> dict:

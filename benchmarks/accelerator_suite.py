@@ -64,7 +64,7 @@ from argparse import SUPPRESS  # noqa: E402
 
 from _common import (command_line, detect_backend, error_text, is_accelerator, last_line,  # noqa: E402
                      load_average, output_path as _output_path, platform_info, platform_kind, results_file,
-                     script_parser, write_result)
+                     run_process_group, script_parser, write_result)
 from _suite_agreement import (AGREEMENT_CPU_THREADS, AGREEMENT_STEPS, agreement_reference,  # noqa: E402,F401
                               finish_agreement, start_agreement)
 from _suite_memory import MEMORY_COMPILE_SHARE, memory_table, memory_worker, run_memory  # noqa: E402,F401
@@ -95,7 +95,7 @@ def parse_args(argv=None):
     p.add_argument("--memory-budget-s", type=float, default=60.0)
     p.add_argument("--scale-budget-s", type=float, default=180.0)
     p.add_argument("--w1-budget-s", type=float, default=90.0)
-    p.add_argument("--tdvp-budget-s", type=float, default=150.0)
+    p.add_argument("--tdvp-budget-s", type=float, default=120.0)
     p.add_argument("--tdvp-t-end", type=float, default=0.1, help="simulated time of the tdvp part (default 0.1: 5 steps)")
     p.add_argument("--scale-row-budget-s", type=float, default=90.0, help="vmc_scale's --budget-s")
     p.add_argument("--scale-lattices", nargs="+", default=None, help="default 4 6 8 10")
@@ -181,9 +181,9 @@ def run_tdvp(args, budget_s: float, out_dir: str) -> dict:
     out = dict(command=" ".join(cmd[1:]).replace(path, "OUT").replace(HERE + os.sep, "benchmarks/"))
     print(f"$ {out['command']}", flush=True)
     try:
-        proc = subprocess.run(cmd, timeout=budget_s + 60, capture_output=True, text=True, cwd=os.path.dirname(HERE))
+        proc = run_process_group(cmd, budget_s + 30, cwd=os.path.dirname(HERE))  # its worker killed with it
     except subprocess.TimeoutExpired:
-        return dict(out, error=f"killed after {budget_s + 60:.0f} s")
+        return dict(out, error=f"killed after {budget_s + 30:.0f} s")
     if proc.returncode:
         return dict(out, error=last_line(proc.stderr) or last_line(proc.stdout) or f"exit {proc.returncode}")
     with open(path) as fh:

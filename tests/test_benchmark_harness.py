@@ -196,6 +196,32 @@ def test_a_terminated_parent_takes_its_worker_with_it(tmp_path):
         pytest.fail("the worker outlived its parent")
 
 
+def test_a_process_group_is_killed_whole_at_its_timeout(tmp_path):
+    """run_process_group: a script whose own worker sleeps on; at the timeout both go."""
+    import subprocess
+    import time
+
+    common = load("_common")
+    pid_file = tmp_path / "grandchild.pid"
+    grandchild = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    with pytest.raises(subprocess.TimeoutExpired):
+        common.run_process_group([sys.executable, "-c", child], timeout=3)
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, 9)
+        pytest.fail("the script's worker outlived the timeout")
+    done = common.run_process_group([sys.executable, "-c", "print('ok')"], timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == "ok"
+
+
 def test_scripts_keep_their_command_lines():
     """The scripts split into parts still parse the options the suite and the docs pass."""
     args = load("jacobian_sharding").parse_args(["--quick", "--platform", "cpu", "--json", "x.json"])

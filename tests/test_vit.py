@@ -108,9 +108,22 @@ def test_projection_merges_the_images_whole_patches_relate(rng, group):
         every = Symmetrized(model.base, *table)  # the same base over every element
         np.testing.assert_allclose(np.exp(np.asarray(model.apply(params, s))),
                                    np.exp(np.asarray(every.apply(params, s))), rtol=1e-10)
+    # a phase rule is not invariant under the patch shifts: every element, as written out
+    phases = rng.uniform(0, 2 * np.pi, 16)
+    ruled = make_network(lattice, sym, "vit", dict(dim=8, depth=1, heads=2), amplitude="complex",
+                         site_phases=phases, dtype=jnp.float64)
+    assert len(np.asarray(ruled.perms)) == len(table[0])
+    # k = (pi/2, 0): the patch shifts' characters cancel; the readout falls back to one token
+    quarter = sym_translations(lattice, momentum=(np.pi / 2, 0.0))
     with pytest.raises(ValueError, match="^readout: 'sum' of this network is invariant under translations by 2"):
-        make_network(lattice, sym_translations(lattice, momentum=(np.pi / 2, 0.0)), "vit",
-                     dict(dim=8, depth=1, heads=2), amplitude="complex")
+        make_network(lattice, quarter, "vit", dict(dim=8, depth=1, heads=2), amplitude="complex", readout="sum")
+    origin = make_network(lattice, quarter, "vit", dict(dim=8, depth=1, heads=2), amplitude="complex",
+                          dtype=jnp.float64)
+    assert origin.base.readout == "origin" and len(np.asarray(origin.perms)) == 16
+    params = _random_params(origin, s, rng)
+    assert np.all(np.isfinite(np.asarray(origin.apply(params, s)))) and np.ptp(np.asarray(origin.apply(params, s)).real) > 1e-3
+    with pytest.raises(ValueError, match="^symmetry: a ViT on patches of 2 cells"):
+        make_vit_nqs(lattice, quarter, dim=8, depth=1, heads=2)
 
 
 def test_factored_attention_equals_a_loop_over_token_pairs(rng):

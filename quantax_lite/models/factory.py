@@ -264,8 +264,11 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
       readout: ``"sum"``, ``"origin"``, ``"plane_wave"`` or None (chosen as in
         :func:`make_conv_nqs`: ``"sum"``, or in a nonzero-momentum sector ``"plane_wave"``
         for a complex head, else ``"origin"``). A backbone that declares
-        ``equivariance = "none"`` is projected over every group element (``"sum"``); one
-        that declares ``"projects"`` gets no projection from here.
+        ``equivariance = "none"`` is projected over every group element (``"sum"``), or,
+        where it declares ``translation_stride`` and no phase rule is given, over one per
+        class of elements related by those translations (``"origin"`` in a sector whose
+        characters cancel on them); one that declares ``"projects"`` gets no projection
+        from here.
       site_phases: a phase rule, one angle per site (complex heads), or None.
       final_scale: the head's initialization scale (None: 1e-2, nearly uniform).
       dtype: ``jnp.float32`` (default) or ``jnp.float64``.
@@ -290,6 +293,17 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
                    stride=getattr(backbone, "translation_stride", None))
 
 
+def _merge_by_stride(lattice, table, stride: int, n_basis: int):
+    """:func:`merge_translation_images` by multiples of ``stride`` cells, or None where the
+    sector's characters cancel on every class (the other refusals are raised)."""
+    try:
+        return merge_translation_images(lattice.shape, *table, n_basis=n_basis, stride=stride)
+    except ValueError as err:
+        if str(err).startswith("characters:"):
+            return None
+        raise
+
+
 def project(lattice, table, make_base, readout, kind: str, site_phases=None, *, cells_equivariant: bool = True,
             amplitude_name: str = "amplitude", stride: int | None = None):
     """``make_base(readout, cell_phases)`` projected on the group ``table`` (``(perms, flips,
@@ -304,14 +318,15 @@ def project(lattice, table, make_base, readout, kind: str, site_phases=None, *, 
     if not cells_equivariant:
         if readout == "plane_wave":
             raise ValueError("readout: 'plane_wave' needs a network equivariant under translations by whole cells")
-        if stride is not None and table is not None and readout in (None, "sum"):
-            try:
-                merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis, stride=stride)
-            except ValueError:
-                raise ValueError(
-                    f"readout: 'sum' of this network is invariant under translations by {stride} cells, which "
-                    "this sector's characters cancel; choose a sector they do not"
-                ) from None
+        # a phase rule is not invariant under those translations: every element then
+        if stride is not None and site_phases is None and table is not None and readout in (None, "sum"):
+            merged = _merge_by_stride(lattice, table, stride, n_basis)
+            if merged is None:
+                if readout == "sum":
+                    raise ValueError(
+                        f"readout: 'sum' of this network is invariant under translations by {stride} cells, "
+                        "which this sector's characters cancel; use readout='origin'")
+                readout = "origin"  # one token, projected over every element
     elif table is not None and readout in (None, "sum"):
         try:
             merged = merge_translation_images(lattice.shape, *table, n_basis=n_basis)
@@ -357,12 +372,13 @@ def make_vit_nqs(lattice, symmetry=None, *, patch: int = 2, dim: int = 32, depth
     if symmetry is None:
         return base
     table = _symmetry_table(lattice, symmetry)
-    if patch > 1 and tuning.current().merge_translations:  # its sum over tokens is invariant under patch shifts
-        try:
-            return Symmetrized(base, *merge_translation_images(lattice.shape, *table, n_basis=lattice.n_basis,
-                                                               stride=patch))
-        except ValueError:
-            pass  # the shifts' characters cancel: every element (the projection vanishes)
+    if patch > 1:  # its sum over tokens is invariant under shifts by whole patches
+        merged = _merge_by_stride(lattice, table, patch, lattice.n_basis)
+        if merged is None:
+            raise ValueError(f"symmetry: a ViT on patches of {patch} cells is invariant under translations by "
+                             f"{patch} cells, which this sector's characters cancel (its projection vanishes)")
+        if tuning.current().merge_translations:
+            return Symmetrized(base, *merged)
     return Symmetrized(base, *table)
 
 
