@@ -166,6 +166,22 @@ def test_worker_rows_measured_failed_and_late(tmp_path):
     assert late["status"] == "failed" and "no result within 1 s" in late["error"]
 
 
+def _assert_gone(pid: int, message: str, wait_s: float = 10.0) -> None:
+    """Fail with ``message`` unless process ``pid`` ends within ``wait_s`` (then it is killed)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail(message)
+
+
 def test_a_terminated_parent_takes_its_worker_with_it(tmp_path):
     """``timeout`` sends SIGTERM to the parent only: its worker must die with it (on a TPU
     machine an orphaned worker kept the chip and the next program could not open it)."""
@@ -184,22 +200,12 @@ def test_a_terminated_parent_takes_its_worker_with_it(tmp_path):
     worker = int(pid_file.read_text())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(worker, signal.SIGKILL)
-        pytest.fail("the worker outlived its parent")
+    _assert_gone(worker, "the worker outlived its parent")
 
 
 def test_a_process_group_is_killed_whole_at_its_timeout(tmp_path):
     """run_process_group: a script whose own worker sleeps on; at the timeout both go."""
     import subprocess
-    import time
 
     common = load("_common")
     pid_file = tmp_path / "grandchild.pid"
@@ -208,16 +214,7 @@ def test_a_process_group_is_killed_whole_at_its_timeout(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         common.run_process_group([sys.executable, "-c", child], timeout=3)
     worker = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(worker, 9)
-        pytest.fail("the script's worker outlived the timeout")
+    _assert_gone(worker, "the script's worker outlived the timeout")
     done = common.run_process_group([sys.executable, "-c", "print('ok')"], timeout=30)
     assert done.returncode == 0 and done.stdout.strip() == "ok"
 
