@@ -2,10 +2,9 @@
 
 On ``--lattice`` (default 6x6), float32, projected on ``--symmetry`` (default the
 translations; ``full`` adds the point group and spin inversion), the library's projection
-as ``quantax-lite train`` builds it (``make_network``): the conv net (``--conv-option``,
-default 16 channels, depth 6: 28032 parameters on 6x6, a signed head) and the ViT
-(``--vit-option``, default patches of 2x2 cells, dim 32, depth 4, 4 heads: 26160
-parameters, a complex head). Per network: its parameters, the images of each sample the
+as ``quantax-lite train`` builds it (``make_network``): the conv net (16 channels, depth 6:
+28032 parameters on 6x6, a signed head) and the ViT (patches of 2x2 cells, dim 32, depth 4,
+4 heads: 26160 parameters, a complex head; ``--quick``: smaller ones of each). Per network: its parameters, the images of each sample the
 projection evaluates (the conv net one per class of elements related by translations by
 whole cells; the ViT one per class related by translations by whole patches), the
 forward pass's FLOPs per sample (XLA's count) and its time per sample on a batch of

@@ -234,6 +234,14 @@ def test_merging_uses_whole_cell_translations(rng):
     with pytest.raises(ValueError, match="characters"):
         t = group(lattice, momentum=(1, 0))
         merge_translation_images(lattice.shape, t.perms, t.flips, t.characters, n_basis=3)
+    # by multiples of 2 cells only (a 4x2 grid of kagome cells): the kept displacements' rows
+    wide = Kagome(4, 2)
+    every = translation_perms(wide.shape, wide.n_basis)
+    kept = [cell_translation(wide, r) for r in itertools.product(range(0, 4, 2), range(0, 2, 2))]
+    np.testing.assert_array_equal(translation_perms(wide.shape, wide.n_basis, stride=2), np.array(kept))
+    assert every.shape[0] == 8 and len(kept) == 2
+    with pytest.raises(ValueError, match="^stride: 2 must divide every length"):
+        translation_perms(lattice.shape, lattice.n_basis, stride=2)
 
 
 def test_symmetry_of_another_lattice_and_bad_n_basis_are_rejected():

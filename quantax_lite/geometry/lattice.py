@@ -105,18 +105,24 @@ def periodic_site_index(coords, shape) -> np.ndarray:
     return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), shape).astype(np.int64)
 
 
-def translation_perms(shape, n_basis: int = 1) -> np.ndarray:
+def translation_perms(shape, n_basis: int = 1, stride: int = 1) -> np.ndarray:
     """All translations by whole cells of a periodic grid of cells ``shape`` with ``n_basis``
-    sites per cell (site ``c * n_basis + b``), ``(n_cells, n_sites)`` int32.
+    sites per cell (site ``c * n_basis + b``), ``(n_cells, n_sites)`` int32; with ``stride``
+    k > 1 only those by multiples of k cells along every axis (k must divide every length),
+    ``(n_cells / k^d, n_sites)``.
 
     Row ``r``: ``(T_r s)[i] = s[perms[r, i]]`` with ``perms[r, i]`` the site ``b`` of the
-    cell at ``cell(i) + coords(r)`` (wrapped), ``b`` the basis index of ``i``; row 0 is the
-    identity.
+    cell at ``cell(i) + coords(r)`` (wrapped), ``b`` the basis index of ``i``, ``coords(r)``
+    the r-th of the kept displacements in row-major order; row 0 is the identity.
     """
     shape = tuple(positive_int(L, f"shape[{d}]") for d, L in enumerate(shape))
     n_basis = positive_int(n_basis, "n_basis")
+    stride = positive_int(stride, "stride")
+    if any(length % stride for length in shape):
+        raise ValueError(f"stride: {stride} must divide every length of the grid {shape}")
     coords = site_coords(shape)
-    cells = periodic_site_index(coords[None, :, :] + coords[:, None, :], shape)
+    shifts = coords[np.all(coords % stride == 0, axis=1)]
+    cells = periodic_site_index(coords[None, :, :] + shifts[:, None, :], shape)
     if n_basis == 1:
         return cells.astype(np.int32)
     return (cells[:, :, None] * n_basis + np.arange(n_basis)).reshape(len(cells), -1).astype(np.int32)

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.geometry.lattice import site_coords, translation_perms
+from quantax_lite.geometry.lattice import translation_perms
 from .registry import network_entry, network_options
 
 __all__ = ["check_network"]
@@ -32,8 +32,7 @@ def check_network(network: str, lattice, options=None, *, dtype=jnp.float64, bat
                          f"{features.dtype} {features.shape}")
     stride = getattr(module, "translation_stride", None) if equivariance == "none" else None
     if stride is not None:  # the features summed over positions, under translations by whole strides
-        perms = translation_perms(lattice.shape, lattice.n_basis)
-        perms = perms[np.all(site_coords(lattice.shape) % stride == 0, axis=1)]
+        perms = translation_perms(lattice.shape, lattice.n_basis, stride)
         moved = np.asarray(module.apply(params, s[:, perms].reshape(-1, lattice.n_sites)))
         moved = moved.reshape(batch, len(perms), *features.shape[1:]).sum(axis=2)
         error = float(np.max(np.abs(moved - features.sum(axis=1)[:, None])))

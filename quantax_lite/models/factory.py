@@ -213,8 +213,8 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
 
     def base(readout, cell_phases):
         if amplitude == "sinh":  # the same trunk and readout parameters, path for path
-            net = Network(conv_network(lattice, options, dtype), Head(amplitude, readout,
-                                                                     arch.get("final_scale", 1e-2), None, dtype))
+            head = Head(amplitude, readout, arch.get("final_scale", Head.final_scale), dtype=dtype)
+            net = Network(conv_network(lattice, options, dtype), head)
             return net if site_phases is None else PhaseRule(net, site_phases)
         return ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout, complex_output=complex_output,
                           signed=signed, norm=options.norm, n_basis=int(getattr(lattice, "n_basis", 1)),

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from quantax_lite.geometry.lattice import site_coords, translation_perms  # re-exported: the translations of a grid of cells
+from quantax_lite.geometry.lattice import translation_perms  # re-exported: the translations of a grid of cells
 from quantax_lite.geometry.symmetry import group_table  # the one check of a group table (re-exported here)
 from quantax_lite.utils import tuning
 from ._checks import lattice_shape, positive_int, spin_batch
@@ -173,14 +173,9 @@ def merge_translation_images(shape, perms, flips=None, characters=None, atol: fl
     shape = lattice_shape(shape, "shape")
     n_basis = positive_int(n_basis, "n_basis")
     perms, flips, characters = group_table(perms, flips, characters, int(np.prod(shape)) * n_basis)
-    T = translation_perms(shape, n_basis)
-    stride = positive_int(stride, "stride")
-    if stride > 1:
-        if translation_factors is not None:
-            raise ValueError("translation_factors: only with stride 1 (translations by whole cells)")
-        if any(length % stride for length in shape):
-            raise ValueError(f"stride: {stride} must divide every length of the grid {shape}")
-        T = T[np.all(site_coords(shape) % stride == 0, axis=1)]
+    T = translation_perms(shape, n_basis, stride)
+    if stride != 1 and translation_factors is not None:
+        raise ValueError("translation_factors: only with stride 1 (translations by whole cells)")
     factors = np.ones(T.shape[0], np.complex128)
     if translation_factors is not None:
         factors = np.asarray(translation_factors, np.complex128)
