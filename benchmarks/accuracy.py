@@ -242,6 +242,16 @@ SYSTEMS = {
               "--amplitude", "sinh", "--sampling-power", "0.5", "--samples", "2048", "--iters", "12000",
               "--lr-half-life", "1000", "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
     ),
+    # the same head at 10x10 from the 6x6 sinh row's parameters (the kernels fit any size)
+    "j1j2_10x10_sinh_chip": dict(
+        target=None, target_energy_per_site=-0.4970, minutes=60, accelerator=True, warm_start="j1j2_6x6_sinh_chip",
+        published=[("ResNet + MinSR, 1.07M parameters (Chen and Heyl, Nat. Phys. 20, 1476 (2024))", -0.4976921),
+                   ("ViT, 268k parameters (Rende et al., Commun. Phys. 7, 260 (2024))", -0.497634)],
+        args=["--lattice", "10x10", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
+              "--amplitude", "sinh", "--sampling-power", "0.5", "--samples", "2048", "--iters", "12000",
+              "--lr", "0.005", "--lr-half-life", "2000", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
+              "--eval-samples", "16384"],
+    ),
     "heisenberg_triangular6x6_chip": dict(
         target=3e-4, minutes=20, accelerator=True,
         published=[("exact (ED), 36-site triangular", -0.5603734), ("GCNN (Roth, Szabo and MacDonald, PRB 108, "
