@@ -666,7 +666,7 @@ def test_real_output_network_is_positive_symmetric_and_counted():
 
     from quantax_lite.geometry.lattice import Square
     from quantax_lite.models import conv_param_count, count_params, make_conv_nqs
-    from quantax_lite.geometry.symmetry import full_symmetry, translations
+    from quantax_lite.geometry.symmetry import full_symmetry
 
     lattice = Square(4)
     group = full_symmetry(lattice)
