@@ -184,14 +184,14 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert main(base + ["--iters", "1", "--out", out]) == 0
     assert main(base + ["--iters", "2", "--out", out, "--resume", "--lr", "0.5"]) == 2
     assert "--lr" in capsys.readouterr().err
-    # a run made before --norm existed had LayerNorms: resuming it with the new default
-    # names the option rather than failing on the checkpoint's shapes
+    # a run made before --norm existed had LayerNorms: resuming it with --norm none names the
+    # option rather than failing on the checkpoint's shapes (left out, it is the run's: layer)
     def older(config):  # gram_precision: an option of older runs, a speed choice, not compared
         del config["norm"]
         config["gram_precision"] = "float64"
 
     edit_run_config(out, older)
-    assert main(base + ["--iters", "2", "--out", out, "--resume"]) == 2
+    assert main(base + ["--iters", "2", "--out", out, "--resume", "--norm", "none"]) == 2
     assert "--norm none (was layer)" in capsys.readouterr().err
     # nor --phase-rule: a run before it existed had none, which auto still is on a chain
     def before_the_phase_rule(config):
@@ -209,7 +209,8 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
 @pytest.mark.slow  # trainings from the command; a changed option on resume: test_resume_with_changed_options_is_refused
 def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_path, capsys):
     """auto picks the 120-degree rule on kagome:2x2; a run from before the option (no
-    rule) resumes only with --phase-rule none, and the summary names the rule."""
+    rule) resumes with its own (none; --phase-rule auto is refused), and the summary names
+    the rule."""
     out = str(tmp_path / "run")
     base = ["train", "--lattice", "kagome:2x2", "--channels", "2", "--depth", "1", "--samples", "32",
             "--chains", "32", "--eval-samples", "32", "--no-progress", "--out", out]
@@ -217,10 +218,10 @@ def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_pat
     assert json.load(open(os.path.join(out, "summary.json")))["phase_rule"] == "none"
     assert edit_run_config(out, lambda config: config.pop("phase_rule"))["phase_rule"] == "none"
     capsys.readouterr()
-    assert main(base + ["--iters", "2", "--resume"]) == 2
+    assert main(base + ["--iters", "2", "--resume", "--phase-rule", "auto"]) == 2
     err = capsys.readouterr().err
     assert "--phase-rule 120 (was none)" in err and "Traceback" not in err
-    assert main(base + ["--iters", "2", "--resume", "--phase-rule", "none"]) == 0
+    assert main(base + ["--iters", "2", "--resume"]) == 0  # left out: the run's own, none
     assert main(base + ["--iters", "1", "--restart"]) == 0
     assert json.load(open(os.path.join(out, "summary.json")))["phase_rule"] == "120"
 

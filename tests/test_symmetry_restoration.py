@@ -240,8 +240,9 @@ def test_train_switches_once_and_resumes_from_the_switch_on_the_same_trajectory(
     loaded = load_run(b)
     assert int(loaded.state.iteration) == 3 and loaded.run.model.n_elements == 4  # the full group of chain:8
     assert loaded.run.vmc.n_samples == 32 and not bool(loaded.state.sampler.thermalized)
-    assert main(SMALL + ["--iters", "6", "--out", b, "--resume"]) == 2  # another run's options are refused
-    assert "--full-stage-samples None (was 32)" in capsys.readouterr().err
+    # another run's options are refused (left out, they are the run's own)
+    assert main(SMALL + ["--full-stage-samples", "64", "--iters", "6", "--out", b, "--resume"]) == 2
+    assert "--full-stage-samples 64 (was 32)" in capsys.readouterr().err
     assert main(SMALL + full_stage + ["--iters", "6", "--out", b, "--resume"]) == 0
     assert capsys.readouterr().err.count("from step 3: symmetry full") == 1  # resumed in the full stage
     for x, y in zip(log, _log(b)):

@@ -81,25 +81,66 @@ def _configure_jax() -> None:
     compile_cache.configure()
 
 
-def recipe_of_args(args) -> Recipe:
-    """The recipe of parsed ``train`` options. 'auto' sampling and symmetry: with ``--resume``
-    those of the run in ``--out`` (decided when it began, perhaps by an earlier version);
-    else ``--samples`` given asks for samples, so the sampling is metropolis (an exact sum
-    draws none), and the recipe decides the rest."""
-    fields = {name: getattr(args, name) for name in RECIPE}
-    auto = [name for name in ("sampling", "symmetry") if fields[name] == "auto"]
-    if auto and getattr(args, "resume", False) and args.out is not None:
-        from quantax_lite.recipes import recipe_of_run
+def options_of_run(args) -> dict | None:
+    """With ``--resume``, the options of the run in ``--out`` (default: the folder the options'
+    lattice and Hamiltonian name), ``{field: value}`` for every recipe field but how memory is
+    bounded (``chunk_size``, ``memory_budget``: this command's), and ``iters``, the steps it was
+    started for (where recorded): the values its newest readable checkpoint records, as recorded (what an 'auto' decided; a field that runs of earlier
+    versions did not record as they had it, :data:`~quantax_lite.recipes.FIELDS_OF_EARLIER_RUNS`).
+    None without ``--resume`` or without a run there whose recipe reads (the run's start names
+    what is wrong)."""
+    from quantax_lite.cli.training import default_out_dir
+    from quantax_lite.recipes import recipe_of_run
+    from quantax_lite.recipes.resources import RESOURCE_FIELDS
 
-        try:
-            recorded = recipe_of_run(args.out)[0]
-        except (OSError, TypeError, ValueError):  # no readable run there: named when the run starts
-            recorded = None
-        if recorded is not None:
-            fields.update({name: getattr(recorded, name) for name in auto})
-    if fields["sampling"] == "auto" and "samples" in getattr(args, "given_options", ()):
+    if not getattr(args, "resume", False):
+        return None
+    try:
+        out = args.out if args.out is not None else default_out_dir(args)
+        recorded, _, metadata = recipe_of_run(out)
+    except (OSError, TypeError, ValueError):  # no readable run there: named when the run starts
+        return None
+    config = metadata["config"]
+    # a recorded value as recorded (the recipe may hold it in another form: a conv net's
+    # network_options moved to its fields), which the run folder's check compares with
+    options = {name: config[name] if name in config else getattr(recorded, name)
+               for name in RECIPE if name not in RESOURCE_FIELDS}
+    if isinstance(metadata.get("iters"), int):  # the steps it was started for (earlier versions: not recorded)
+        options["iters"] = metadata["iters"]
+    return options
+
+
+def recipe_of_args(args) -> Recipe:
+    """The recipe of parsed ``train`` options. With ``--resume``, every recipe option that
+    ``args`` does not give (on the command line or in ``--config``: ``args.given_options``),
+    and 'auto' ``sampling`` and ``symmetry`` (decided when the run began, perhaps by an earlier
+    version), is the run's own (:func:`options_of_run`), set on ``args`` (whose values the run
+    records and compares); an option given that differs from the run is refused by the run
+    folder's check, or here where the recipe mixed of both is invalid. Else 'auto' sampling
+    with ``--samples`` given asks for samples, so the sampling is metropolis (an exact sum
+    draws none), and the recipe decides the rest."""
+    given, run_options = set(getattr(args, "given_options", ())), options_of_run(args)
+    if run_options is not None:
+        vars(args).update({name: value for name, value in run_options.items() if name not in given
+                           or (name in ("sampling", "symmetry") and getattr(args, name) == "auto")})
+    fields = {name: getattr(args, name) for name in RECIPE}
+    if fields["sampling"] == "auto" and "samples" in given:
         fields["sampling"] = "metropolis"
-    return Recipe(**fields)
+    try:
+        return Recipe(**fields)
+    except (TypeError, ValueError):
+        changed = [f"`{name}` {getattr(args, name)} (was {run_options[name]})" for name in RECIPE
+                   if name in given and name in (run_options or {}) and getattr(args, name) != "auto"
+                   and _plain(getattr(args, name)) != _plain(run_options[name])]
+        if changed:  # the options given that differ, rather than a field of the run they clash with
+            raise FieldError("resume", "resume: these options differ from the run in the folder: "
+                             + ", ".join(changed)) from None
+        raise
+
+
+def _plain(value):
+    """A value as JSON records it (a tuple as a list)."""
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def train(args) -> dict | None:

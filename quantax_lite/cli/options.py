@@ -43,6 +43,16 @@ class _Given(argparse.Action):
         namespace.given_options = set(getattr(namespace, "given_options", ())) | {self.dest}
 
 
+class _GivenOff(_Given):
+    """``--no-NAME``: a rule on by default turned off (False), recorded as given."""
+
+    def __init__(self, option_strings, dest, default=True, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, False, option_string)
+
+
 class _GivenOptions(_Given):
     """``--network-option key=value``, repeatable: the pairs merged into one mapping."""
 
@@ -93,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                                action=_GivenOptions, help=meta["help"] + " (repeat for several)")
             continue
         if meta["type"] is bool:  # a rule on by default: a --no-... switch
-            group.add_argument(f"--no-{f.name}", dest=f.name, action="store_false", help=f"do not apply {meta['help']}")
+            group.add_argument(f"--no-{f.name}", dest=f.name, action=_GivenOff, help=f"do not apply {meta['help']}")
             continue
         shown = "" if f.default is None else f" (default: {f.default})"
         text = _models_help() if f.name == "hamiltonian" else meta["help"]
@@ -105,9 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "given on the command line override it")
     r.add_argument("--dry-run", action="store_true", help="print the parameter count, reference energy, sector, "
                    "chunk sizes and the time of one step, then exit; writes nothing")
-    r.add_argument("--iters", type=int, default=600, help="VMC steps (default: 600)")
+    r.add_argument("--iters", type=int, default=600, action=_Given, help="VMC steps in all, a resumed run's "
+                   "included (default: 600; with --resume, what the run was started with)")
     r.add_argument("--out", help="output directory (default: runs/<hamiltonian>_<lattice>)")
-    r.add_argument("--resume", action="store_true", help="continue the run in --out from its newest readable checkpoint")
+    r.add_argument("--resume", action="store_true", help="continue the run in --out from its newest readable "
+                   "checkpoint, with the run's own options: those left out take the run's values; one given that "
+                   "differs from the run is refused (--iters, --time-limit and the other run and memory options "
+                   "may change)")
     r.add_argument("--restart", action="store_true", help="delete the run in --out and start it again")
     r.add_argument("--init-from", metavar="RUN_DIR", help="warm start: take the first parameters from the newest "
                    "checkpoint of the run in RUN_DIR (a --out folder), e.g. a trained 6x6 run for a 10x10 one; the "

@@ -81,13 +81,18 @@ def format_table(summary: dict) -> str:
         ("V-score", f"{summary['v_score']:.2e}"),
         ("E(σ²→0) fit", _extrapolation_cell(summary.get("zero_variance_extrapolation"))),
         ("S(π,π), m²", _order_cell(summary)),
-        ("time", f"{summary['wall_time_s']:.1f} s ({summary['seconds_per_iteration'] * 1e3:.0f} ms/iteration, "
+        ("time", f"{summary['wall_time_s']:.1f} s ({_per_step_cell(summary.get('seconds_per_iteration'))}, "
                  f"{summary['device_count']} device(s), {summary['process_count']} process(es))"
                  + (f"; stopped at the time limit after {summary.get('iterations')} steps"
                     if summary.get("stopped_at_time_limit") else "")),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _per_step_cell(seconds: float | None) -> str:
+    """The time per step, or that no step ran (a resumed run that had none left)."""
+    return "no step taken" if seconds is None else f"{seconds * 1e3:.0f} ms/iteration"
 
 
 def _symmetry_cell(summary: dict) -> str:

@@ -34,6 +34,7 @@ from quantax_lite.driver.run_folder import check_not_busy, check_writable, lock_
 from quantax_lite.stats.chains import statistics
 from quantax_lite.driver.vmc import Diverged, energy_estimate, run
 from quantax_lite.driver.warm_start import check_source, describe_source, initial_parameters
+from quantax_lite.geometry.lattice import parse_lattice
 
 __all__ = ["Stage", "stages", "train", "check_run_options", "train_stages", "dry_run", "RunDiverged", "run_config", "default_out_dir",
            "time_limit_callback", "describe"]
@@ -88,8 +89,9 @@ def run_config(recipe: Recipe) -> dict:
 
 
 def default_out_dir(recipe: Recipe) -> str:
-    """``runs/<hamiltonian>_<lattice>`` (the lattice's name without ':')."""
-    return os.path.join("runs", f"{recipe.hamiltonian}_{recipe.config()['lattice'].replace(':', '')}")
+    """``runs/<hamiltonian>_<lattice>`` (the lattice's name without ':'): of a recipe, or of
+    the parsed options (their ``hamiltonian`` and ``lattice``; nothing is decided)."""
+    return os.path.join("runs", f"{recipe.hamiltonian}_{parse_lattice(recipe.lattice).name.replace(':', '')}")
 
 
 def describe(recipe: Recipe, run) -> str:
@@ -309,7 +311,7 @@ def _train(recipe, out, config, main, say, *, iters, resume, checkpoint_every, k
     try:
         trained = train_stages(recipe, r, state, iters, out_dir=out, checkpoint_every=checkpoint_every,
                                keep_checkpoints=keep_checkpoints, time_limit=time_limit, t0=t0, progress=progress,
-                               metadata={"config": config, **({"init_from": source} if source else {})},
+                               metadata={"config": config, "iters": iters, **({"init_from": source} if source else {})},
                                announce=say)
         r, state, stage, records = trained.run, trained.state, trained.stage, trained.records
         summary["stopped_at_time_limit"] = int(state.iteration) < iters
