@@ -49,6 +49,11 @@ runs under this one). A package that does not import gives the row ``"not instal
 worker that fails ``"failed"`` with the end of its error. ``--json``: write the record
 (default ``benchmarks/results/tdvp_peers.json``); without it the table is only printed.
 ``--quick``: a smoke test (channels 2, depth 1, 64 samples, two steps), not a comparison.
+
+Progress goes to stderr as it happens, one line per phase and (ours) per step: seconds since
+the worker started, the step's t, dt, attempts, kept directions and its own seconds, so a run
+that gives no row within ``--timeout`` still shows where its time went (the workers write it
+to a file that the parent echoes).
 """
 from __future__ import annotations
 
@@ -56,6 +61,8 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
 from argparse import SUPPRESS
 
@@ -131,16 +138,22 @@ def evaluate_all(log_psi, params, batch: int = 8192):
     return np.concatenate([np.asarray(log_psi(params, states[i:i + batch])) for i in range(0, len(states), batch)])
 
 
-def timed_evolution(advance, log_psi_now, times) -> dict:
+def timed_evolution(advance, log_psi_now, times, say=lambda message: None) -> dict:
     """Run ``advance(t)`` (blocks until the state is at ``t``) through ``times[1:]``; time
-    only that; measure the state (``log_psi_now()`` -> log psi on :func:`basis`) at every time."""
+    only that; measure the state (``log_psi_now()`` -> log psi on :func:`basis`) at every time.
+    ``say(message)``: progress."""
+    t0 = time.perf_counter()
     values = [full_sum_observables(log_psi_now())]
+    say(f"measured t = 0 on all 2^{N_SITES} configurations in {time.perf_counter() - t0:.1f} s")
     seconds = 0.0
-    for t in times[1:]:
+    for k, t in enumerate(times[1:], 1):
+        say(f"timed evolution to t = {float(t):g} (point {k} of {len(times) - 1})")
         t0 = time.perf_counter()
         advance(float(t))
         seconds += time.perf_counter() - t0
+        t1 = time.perf_counter()
         values.append(full_sum_observables(log_psi_now()))
+        say(f"reached t = {float(t):g} after {t1 - t0:.1f} s; measured in {time.perf_counter() - t1:.1f} s")
     return {"evolve_s": seconds, "s_per_unit_time": seconds / (times[-1] - times[0]),
             "sx": [v[0] for v in values], "energy_per_site": [v[1] for v in values]}
 
@@ -149,6 +162,23 @@ def grid(cfg):
     import numpy as np
 
     return np.linspace(0.0, cfg.t_end, cfg.points + 1)
+
+
+_STARTED = time.perf_counter()
+
+
+def progress(cfg, message: str) -> None:
+    """One progress line (seconds since the worker started, the row, ``message``) to the
+    worker's progress file (``--progress-log``, which the parent echoes to its stderr) or,
+    without one, to stderr."""
+    line = f"[{time.perf_counter() - _STARTED:7.1f} s] {cfg.worker or 'worker'}: {message}\n"
+    path = getattr(cfg, "progress_log", None)
+    if path:
+        with open(path, "a") as f:
+            f.write(line)
+    else:
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------- #
@@ -165,7 +195,12 @@ def run_quantax_lite(cfg) -> dict:
     from quantax_lite.utils import tuning
     from quantax_lite.evolution import RK4, TDVP, PseudoInverse, evolve
 
+    def say(message):
+        progress(cfg, message)
+
     tuning.configure_x64()  # as `quantax-lite evolve` runs (float64 equation and solve on CPUs)
+    say(f"jax {jax.__version__} on {jax.default_backend()} ({jax.devices()[0].device_kind}), "
+        f"x64 {jax.config.jax_enable_x64}; building the network")
     recipe = Recipe(lattice="4x4", hamiltonian="tfim", h=H, amplitude="complex", marshall=False, seed=cfg.seed,
                     sampling="metropolis", samples=cfg.samples, chains=cfg.samples, sweep_size=N_SITES,
                     channels=cfg.channels, depth=cfg.depth, kernel_size=3, precision="f32")
@@ -184,18 +219,34 @@ def run_quantax_lite(cfg) -> dict:
     regularization = PseudoInverse(cfg.rcond, smooth=cfg.smooth)
     tdvp = TDVP(r.hamiltonian, r.sampler, n_samples=cfg.samples, integrator=RK4(), regularization=regularization)
     start = tdvp.init(params, jax.random.key(cfg.seed), dt=cfg.dt)
+    last = {"wall": 0.0}
+
+    def report_step(rec, state):
+        """One line per step (``evolve``'s callback): the first of a call includes its compilation."""
+        residual = "-" if rec["residual"] is None else f"{rec['residual']:.2e}"
+        say(f"step {rec['step']}: t = {float(state.t):.9g}, dt = {rec['dt']:.3g}, attempts {rec['attempts']}, "
+            f"kept {rec['kept']}, residual {residual}, {rec['wall_time_s'] - last['wall']:.2f} s")
+        last["wall"] = rec["wall_time_s"]
+
+    def run_to(state, t_end):
+        last["wall"] = 0.0
+        return evolve(tdvp, state, t_end, progress=False, callbacks=[report_step])
+
+    say(f"{int(r.n_params)} parameters, {cfg.samples} samples, {regularization!r}, t and dt in "
+        f"{np.dtype(start.t.dtype).name}; warm-up: {cfg.warmup} steps of dt = {cfg.dt:g}, the first compiles the step")
     t0 = time.perf_counter()
-    warm, _ = evolve(tdvp, start, cfg.warmup * cfg.dt, progress=False)  # compiles the step
+    warm, _ = run_to(start, cfg.warmup * cfg.dt)  # compiles the step
     jax.block_until_ready(warm.params)
     warmup_s = time.perf_counter() - t0
+    say(f"warm-up done in {warmup_s:.1f} s ({int(warm.step)} steps, t = {float(warm.t):.9g})")
     holder = {"state": start._replace(sampler=warm.sampler)}  # thermalized chains, parameters at the start
 
     def advance(t):
-        holder["state"], _ = evolve(tdvp, holder["state"], t, progress=False)
+        holder["state"], _ = run_to(holder["state"], t)
         jax.block_until_ready(holder["state"].params)
 
     log_psi = jax.jit(r.model.apply)
-    run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params), grid(cfg))
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params), grid(cfg), say)
     return {"version": __version__, "jax": jax.__version__, "n_params": int(r.n_params), "n_samples": cfg.samples,
             "steps": int(holder["state"].step), "warmup_s": warmup_s, "warmup_steps": cfg.warmup, **run,
             "network": f"recipe conv net (channels {cfg.channels}, depth {cfg.depth}, 3x3), complex head",
@@ -256,10 +307,15 @@ def run_netket(cfg) -> dict:
     driver = nkx.TDVP(ham, vstate, nkx.dynamics.RK4(dt=cfg.dt), propagation_type="real", linear_solver=solver)
     margin = 1e-6 * cfg.dt  # run(T) steps while t < t0 + T: a float sum of steps just below the end takes one more
 
+    def say(message):
+        progress(cfg, message)
+
+    say(f"netket {nk.__version__}, jax {jax.__version__} on {jax.default_backend()}; warm-up: {cfg.warmup} steps")
     t0 = time.perf_counter()
     driver.run(cfg.warmup * cfg.dt - margin, out=(), show_progress=False)  # compiles its parts
     jax.block_until_ready(vstate.parameters)
     warmup_s = time.perf_counter() - t0
+    say(f"warm-up done in {warmup_s:.1f} s")
     # back to the start (the chains stay thermalized); the same driver (a new one traces
     # again on its first run), its clock continuing from the warm-up's end: H does not
     # depend on time
@@ -274,7 +330,7 @@ def run_netket(cfg) -> dict:
             raise RuntimeError(f"NetKet's driver reached t = {float(driver.t) - offset!r}, not {t!r}")
 
     log_psi = jax.jit(model.apply)
-    run = timed_evolution(advance, lambda: evaluate_all(log_psi, {"params": vstate.parameters}), grid(cfg))
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, {"params": vstate.parameters}), grid(cfg), say)
     qgt = driver._last_qgt
     jac, dense = np.dtype(qgt.O.dtype).name, np.dtype(qgt.to_dense().dtype).name
     return {"version": nk.__version__, "jax": jax.__version__, "n_params": int(vstate.n_parameters),
@@ -304,14 +360,48 @@ def worker(name: str, cfg) -> int:
 # --------------------------------------------------------------------------- #
 
 
+def _echo(path: str, done: threading.Event) -> tuple[threading.Thread, list]:
+    """A started thread that copies the lines appended to ``path`` to stderr until ``done``
+    is set, and the list of the lines it copied."""
+    echoed: list = []
+
+    def pump(f):
+        for line in f.readlines():
+            echoed.append(line.rstrip("\n"))
+            sys.stderr.write(line)
+        sys.stderr.flush()
+
+    def follow():
+        with open(path) as f:
+            while not done.wait(0.5):
+                pump(f)
+            pump(f)
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    return thread, echoed
+
+
 def run_row(name: str, python: str, args) -> dict:
     """Run the worker of ``name`` under ``python``; ``"failed"`` with the end of its error
-    when it exits otherwise or gives no row within ``--timeout``."""
+    when it exits otherwise or gives no row within ``--timeout`` (then also its last
+    progress line). Its progress is echoed to stderr while it runs."""
     cmd = [python, os.path.abspath(__file__), "--worker", name]
     for option in WORKER_OPTIONS:
         cmd += [f"--{option.replace('_', '-')}", repr(getattr(args, option))]
     cmd += ["--smooth"] if args.smooth else []
-    row = worker_row(name, cmd, args.timeout)
+    fd, log = tempfile.mkstemp(prefix=f"tdvp_peers_{name}_", suffix=".log")
+    os.close(fd)
+    done = threading.Event()
+    thread, lines = _echo(log, done)
+    try:
+        row = worker_row(name, cmd + ["--progress-log", log], args.timeout)
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        os.unlink(log)
+    if row["status"] == "failed" and lines:
+        row["last_progress"] = lines[-1]
     if name != "quantax_lite" and row["status"] != "failed":
         row["python"] = python
     return row
@@ -391,6 +481,7 @@ def parse(argv=None):
     parser.add_argument("--only", choices=PEERS, action="append", help="run only these rows")
     parser.add_argument("--timeout", type=int, default=7200, help="seconds per row")
     parser.add_argument("--worker", choices=PEERS, help=SUPPRESS)
+    parser.add_argument("--progress-log", help=SUPPRESS)  # a worker's progress file (the parent echoes it)
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = dict(samples=(64, 1024), t_end=(2 * args.dt, 0.5), points=(2, 5), warmup=(1, 2), channels=(2, 8),

@@ -19,6 +19,18 @@ __all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
 # a remaining time below this fraction of the final time (or of 1) ends the run: the sum
 # of many float steps lands within rounding of t_end, not on it
 _END_TOLERANCE = 1e-10
+# ... or below this many units in the last place of the state's time dtype at t_end: a time
+# held in float32 (accelerators) lands within about one unit of t_end (0.02 + 0.02 is
+# float32(0.04) = 0.04 - 8.9e-10), and a step shorter than half a unit does not move it
+_END_ULPS = 4
+
+
+def _end_tolerance(t_end: float, dtype) -> float:
+    """The remaining time below which a run to ``t_end`` has arrived, for a time held in
+    ``dtype``: the larger of ``_END_TOLERANCE * max(1, |t_end|)`` and ``_END_ULPS`` units in the
+    last place of ``dtype`` at ``t_end`` (float64: the first; float32: the second)."""
+    ulp = float(np.spacing(np.abs(np.asarray(t_end, dtype))))
+    return max(_END_TOLERANCE * max(1.0, abs(t_end)), _END_ULPS * ulp)
 
 
 class EvolutionDiverged(RuntimeError):
@@ -94,9 +106,13 @@ def evolve(
       ``(state, records)``: the final state and one record per step
       (:func:`info_to_record`: ``t``, ``dt``, ``energy`` ± ``energy_error``, ``variance``,
       ``residual``, ``kept``, ``error``, ``attempts``, ``wall_time_s``).
+    The run has arrived when less than rounding is left (:func:`_end_tolerance`: a few
+    units in the last place where the state's time is float32, as on accelerators).
     Raises:
       ValueError naming ``t_end`` when it is not after ``state.t``;
-      :class:`EvolutionDiverged` (carrying the last good state) on a non-finite step.
+      :class:`EvolutionDiverged` (carrying the last good state) on a non-finite step;
+      RuntimeError when a step does not advance the time (a step below the resolution of the
+      state's time dtype there, e.g. an adaptive ``dt_min`` at a large float32 time).
     """
     if not isinstance(tdvp, TDVP):
         raise TypeError(f"tdvp: expected a TDVP, got {type(tdvp).__name__}")
@@ -110,7 +126,8 @@ def evolve(
                                   or max_steps < 1):
         raise ValueError(f"max_steps: expected a positive int or None, got {max_steps!r}")
     records: list[dict] = []
-    stop_at = _END_TOLERANCE * max(1.0, abs(t_end))
+    time_dtype = np.dtype(state.t.dtype)
+    stop_at = _end_tolerance(t_end, time_dtype)
     bar = tqdm(total=t_end, initial=t0, disable=not progress or jax.process_index() != 0, desc="TDVP",
                dynamic_ncols=True, bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}{postfix}]")
     start = time.perf_counter()
@@ -125,6 +142,11 @@ def evolve(
                 # finite parameters whose energy is not finite are not a good state either
                 good = state if before is None or np.isfinite(complex(info["energy"])) else before
                 raise EvolutionDiverged(good, int(good.step), float(good.t), records)
+            if not float(new.t) > t:
+                raise RuntimeError(
+                    f"step {step}: the step dt = {float(info['dt']):g} did not advance the time t = {t:.9g}, held "
+                    f"in {time_dtype.name} (its resolution there: {float(np.spacing(np.asarray(t, time_dtype))):g}); "
+                    "the run stopped before it (a longer step or a larger integrator dt_min would move it)")
             before, state = state, new
             rec = info_to_record(info, step, time.perf_counter() - start)
             records.append(rec)

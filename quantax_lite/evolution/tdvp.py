@@ -155,7 +155,12 @@ class TDVP:
     def init(self, params: Any, key: jax.Array, *, dt: float, t0: float = 0.0) -> EvolutionState:
         """A fresh state at time ``t0`` with step ``dt`` (> 0; the first proposal of an
         adaptive integrator, which must lie in its ``[dt_min, dt_max]``) and the sampler
-        started from ``key``."""
+        started from ``key``; ``t`` and ``dt`` in the wide dtype of the TDVP's own speed
+        choices (:attr:`choices`: float32 under an accelerator's), as its step computes them."""
+        with tuning.using(self._tuning):
+            return self._init(params, key, dt=dt, t0=t0)
+
+    def _init(self, params: Any, key: jax.Array, *, dt: float, t0: float) -> EvolutionState:
         dt = finite_number(dt, "dt", above=0)
         t0 = finite_number(t0, "t0")
         if isinstance(self.integrator, Adaptive) and not self.integrator.dt_min <= dt <= self.integrator.dt_max:
