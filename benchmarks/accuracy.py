@@ -96,6 +96,14 @@ SYSTEMS = {
               "--iters", "2600", "--lr-half-life", "500", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
               "--eval-samples", "65536"],
     ),
+    # the same row with the head that left the 6x6 plateau on the chip (--amplitude sinh: a
+    # sign in every term) trained on samples of |psi| (--sampling-power 0.5)
+    "j1j2_4x4_sinh": dict(
+        target=1e-4, minutes=15,
+        args=["--lattice", "4x4", "--hamiltonian", "j1j2", "--J2", "0.5", "--amplitude", "sinh",
+              "--sampling-power", "0.5", "--iters", "2600", "--lr-half-life", "500", "--diag-shift", "1e-3",
+              "--sr-momentum", "0.9", "--eval-samples", "65536"],
+    ),
     # issue 19: the same network, restored to the full group (translations x C4v x spin
     # inversion: 16 images per configuration, about 9x the step) after 900 steps; on a
     # slow host the time limit ends it before --iters
