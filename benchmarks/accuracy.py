@@ -96,8 +96,7 @@ SYSTEMS = {
               "--iters", "2600", "--lr-half-life", "500", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
               "--eval-samples", "65536"],
     ),
-    # the same row with the head that left the 6x6 plateau on the chip (--amplitude sinh: a
-    # sign in every term) trained on samples of |psi| (--sampling-power 0.5)
+    # the same with the head that left the 6x6 plateau on the chip, on samples of |psi|
     "j1j2_4x4_sinh": dict(
         target=1e-4, minutes=15,
         args=["--lattice", "4x4", "--hamiltonian", "j1j2", "--J2", "0.5", "--amplitude", "sinh",
@@ -239,10 +238,8 @@ SYSTEMS = {
               "--iters", "4000", "--lr-half-life", "2000", "--full-stage-samples", "2048", "--full-stage-lr", "0.005",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
-    # the probe that left the 2.9e-3 plateau (docs/benchmarks.md): the 16-channel, depth-6
-    # network with Chen and Heyl's last activation (--amplitude sinh: a sign in every term)
-    # on samples of |psi| from a random start, 2048 samples per step, the translations;
-    # 2.46e-4 after 5967 steps in two windows run by the command itself
+    # the probe that left the 2.9e-3 plateau (docs/benchmarks.md): Chen and Heyl's last
+    # activation (a sign in every term) on samples of |psi|, 2.46e-4 after 5967 steps
     "j1j2_6x6_sinh_chip": dict(
         target=5e-4, minutes=30, accelerator=True,
         published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],

@@ -61,8 +61,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
-import threading
 import time
 from argparse import SUPPRESS
 
@@ -71,6 +69,7 @@ if HERE not in sys.path:  # the harness (stdlib only: the workers run it under a
     sys.path.insert(0, HERE)
 from _common import (add_json_option, host_info, load_average, report_row, results_file, script_parser,  # noqa: E402
                      worker_row, write_result)
+import _worker_progress  # noqa: E402
 
 DEFAULT_JSON = results_file("tdvp_peers.json")
 PEERS = ("quantax_lite", "netket")
@@ -164,21 +163,9 @@ def grid(cfg):
     return np.linspace(0.0, cfg.t_end, cfg.points + 1)
 
 
-_STARTED = time.perf_counter()
-
-
 def progress(cfg, message: str) -> None:
-    """One progress line (seconds since the worker started, the row, ``message``) to the
-    worker's progress file (``--progress-log``, which the parent echoes to its stderr) or,
-    without one, to stderr."""
-    line = f"[{time.perf_counter() - _STARTED:7.1f} s] {cfg.worker or 'worker'}: {message}\n"
-    path = getattr(cfg, "progress_log", None)
-    if path:
-        with open(path, "a") as f:
-            f.write(line)
-    else:
-        sys.stderr.write(line)
-        sys.stderr.flush()
+    """One progress line of this worker (``_worker_progress.say``) to its ``--progress-log``."""
+    _worker_progress.say(getattr(cfg, "progress_log", None), cfg.worker or "worker", message)
 
 
 # --------------------------------------------------------------------------- #
@@ -360,28 +347,6 @@ def worker(name: str, cfg) -> int:
 # --------------------------------------------------------------------------- #
 
 
-def _echo(path: str, done: threading.Event) -> tuple[threading.Thread, list]:
-    """A started thread that copies the lines appended to ``path`` to stderr until ``done``
-    is set, and the list of the lines it copied."""
-    echoed: list = []
-
-    def pump(f):
-        for line in f.readlines():
-            echoed.append(line.rstrip("\n"))
-            sys.stderr.write(line)
-        sys.stderr.flush()
-
-    def follow():
-        with open(path) as f:
-            while not done.wait(0.5):
-                pump(f)
-            pump(f)
-
-    thread = threading.Thread(target=follow, daemon=True)
-    thread.start()
-    return thread, echoed
-
-
 def run_row(name: str, python: str, args) -> dict:
     """Run the worker of ``name`` under ``python``; ``"failed"`` with the end of its error
     when it exits otherwise or gives no row within ``--timeout`` (then also its last
@@ -390,16 +355,8 @@ def run_row(name: str, python: str, args) -> dict:
     for option in WORKER_OPTIONS:
         cmd += [f"--{option.replace('_', '-')}", repr(getattr(args, option))]
     cmd += ["--smooth"] if args.smooth else []
-    fd, log = tempfile.mkstemp(prefix=f"tdvp_peers_{name}_", suffix=".log")
-    os.close(fd)
-    done = threading.Event()
-    thread, lines = _echo(log, done)
-    try:
+    with _worker_progress.echoed_progress(f"tdvp_peers_{name}_") as (log, lines):
         row = worker_row(name, cmd + ["--progress-log", log], args.timeout)
-    finally:
-        done.set()
-        thread.join(timeout=5)
-        os.unlink(log)
     if row["status"] == "failed" and lines:
         row["last_progress"] = lines[-1]
     if name != "quantax_lite" and row["status"] != "failed":

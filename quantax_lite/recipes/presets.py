@@ -23,6 +23,8 @@ _SPRING = dict(diag_shift=1e-3, sr_momentum=0.9)
 PRESETS = types.MappingProxyType({
     "heisenberg_4x4": dict(lattice="4x4", hamiltonian="heisenberg", lr_half_life=300.0, eval_samples=524288),
     "j1j2_4x4": dict(lattice="4x4", **_J1J2, lr_half_life=500.0, **_SPRING, eval_samples=65536),
+    "j1j2_4x4_sinh": dict(lattice="4x4", **_J1J2, amplitude="sinh", sampling_power=0.5, lr_half_life=500.0,
+                          **_SPRING, eval_samples=65536),
     "j1j2_4x4_restored": dict(lattice="4x4", **_J1J2, symmetry="translations>full@900", lr_half_life=300.0,
                               **_SPRING, eval_samples=16384),
     "j1j2_4x4_exact_sum": dict(lattice="4x4", **_J1J2, symmetry="full", sampling="exact_sum", lr_half_life=1000.0,
@@ -57,6 +59,12 @@ PRESETS = types.MappingProxyType({
     "j1j2_6x6_deep_power_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=8, samples=4096, sampling_power=0.5,
                                      symmetry="translations>full@3000", lr_half_life=2000.0, full_stage_samples=2048,
                                      full_stage_lr=0.005, **_SPRING, eval_samples=32768),
+    # Chen and Heyl's last activation (a sign in every term) on samples of |psi|
+    "j1j2_6x6_sinh_chip": dict(lattice="6x6", **_J1J2, channels=16, depth=6, amplitude="sinh", sampling_power=0.5,
+                               samples=2048, lr_half_life=1000.0, **_SPRING, eval_samples=16384),
+    "j1j2_10x10_sinh_chip": dict(lattice="10x10", **_J1J2, channels=16, depth=6, amplitude="sinh",
+                                 sampling_power=0.5, samples=2048, lr=0.005, lr_half_life=2000.0, **_SPRING,
+                                 eval_samples=16384),
     "heisenberg_triangular6x6_chip": dict(lattice="triangular:6x6", hamiltonian="heisenberg", channels=16, depth=6,
                                           samples=2048, symmetry="translations>full@1800", lr_half_life=1000.0,
                                           full_stage_samples=1024, full_stage_lr=0.01, **_SPRING,
@@ -66,11 +74,12 @@ PRESETS = types.MappingProxyType({
 })
 # name -> the steps the row runs (its --iters; a time limit may end it sooner)
 ITERATIONS = types.MappingProxyType({
-    "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
+    "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_sinh": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
     "heisenberg_chain20": 1800, "heisenberg_6x6": 850, "j1j2_6x6": 800, "heisenberg_triangular6x6": 450,
     "heisenberg_kagome2x3": 400, "heisenberg_kagome2x2_default": 600, "heisenberg_triangular4x3_default": 600,
     "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500, "j1j2_6x6_deep_chip": 8000,
-    "j1j2_6x6_deep_power_chip": 4000, "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
+    "j1j2_6x6_deep_power_chip": 4000, "j1j2_6x6_sinh_chip": 12000, "j1j2_10x10_sinh_chip": 12000,
+    "heisenberg_triangular6x6_chip": 3500, "j1j2_10x10_chip": 3000,
 })
 
 
