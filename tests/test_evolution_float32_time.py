@@ -1,19 +1,14 @@
 """An evolution whose time is held in float32 (the accelerator record: no float64 in a device
 program, so ``EvolutionState.t`` is float32) ends at its final time, checked on the CPU under
-``tuning.for_backend("tpu")``.
-
-The bug this guards against (seen as ``benchmarks/tdvp_peers.py`` giving no result on a TPU
-v5e): two float32 steps of 0.02 reach float32(0.04) = 0.04 - 8.9e-10, which ``evolve`` took
-for "not there yet" (its end tolerance was 1e-10), so it asked for a step of 8.9e-10 that
-float32 cannot add to 0.04: the time never moved and every further step, each a full RK4
-step with four host eigendecompositions, was taken again, without end.
+``tuning.for_backend("tpu")``: two float32 steps of 0.02 reach float32(0.04) = 0.04 - 8.9e-10,
+which must count as arrived (a step of 8.9e-10 cannot move a float32 time at 0.04).
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from quantax_lite.evolution import RK4, TDVP, Euler, PseudoInverse, evolve
+from quantax_lite.evolution import RK4, TDVP, Euler, EvolutionStalled, PseudoInverse, evolve
 from quantax_lite.geometry.lattice import Chain
 from quantax_lite.operators.hamiltonian import TransverseFieldIsing
 from quantax_lite.sampler import FullSumSampler
@@ -67,10 +62,11 @@ def test_a_float32_time_lands_on_the_final_time(monkeypatch):
 
 def test_a_step_that_cannot_move_a_float32_time_stops_the_run():
     """At t = 1000 a float32 time moves in units of 6.1e-5: a step of 1e-5 leaves it where it
-    was. The run stops with an error naming the step and the time instead of stepping forever."""
+    was. The run stops with an error naming the step and the time, its state not advanced."""
     tdvp, state = _start(Euler(), 1e-5, t0=1000.0)
-    with pytest.raises(RuntimeError, match=r"did not advance the time.*float32"):
+    with pytest.raises(EvolutionStalled, match=r"dt = 1e-05 does not move the time.*float32") as err:
         evolve(tdvp, state, 1000.001, progress=False, max_steps=3)
+    assert float(err.value.state.t) == 1000.0 and int(err.value.state.step) == int(state.step)
 
 
 def test_the_state_takes_the_time_dtype_of_the_tdvps_own_record():

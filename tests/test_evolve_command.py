@@ -222,3 +222,25 @@ def test_imaginary_time_reaches_the_ground_state(tmp_path):
     e0 = ground_state(TransverseFieldIsing(Chain(8), h=1.5))[0]
     assert np.all(np.diff(energies) < 1e-6)
     assert -1e-6 < energies[-1] - e0 < 1e-5, energies[-1] - e0
+
+
+def test_a_step_that_cannot_move_the_time_ends_the_command_in_one_line(tmp_path, capsys, monkeypatch):
+    """A stalled step (``EvolutionStalled``, e.g. a float32 time on an accelerator) ends
+    ``evolve`` with one line naming --dt, exit status 2, and the last state kept."""
+    from quantax_lite.cli import evolve_run
+    from quantax_lite.evolution import EvolutionStalled
+
+    real = evolve_run.evolve
+
+    def stalls(tdvp, state, t_end, **kw):
+        state, records = real(tdvp, state, 0.0625, **kw)  # two good steps, then no progress
+        raise EvolutionStalled(state, float(state.t), 1e-12, np.float32, records)
+
+    monkeypatch.setattr(evolve_run, "evolve", stalls)
+    out = tmp_path / "stalled"
+    assert evolve(out, "--t-end", "0.125") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("quantax-lite evolve: error: --dt: at t = 0.0625") and "float32" in err, err
+    assert max(int(p.rsplit("-", 1)[1].split(".")[0]) for p in list_checkpoints(out)) == 2
+

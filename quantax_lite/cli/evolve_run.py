@@ -34,7 +34,8 @@ from quantax_lite.utils import tuning
 from quantax_lite.utils.validate import finite_number, positive_int
 from quantax_lite.driver.checkpoint import checkpoint_path, load_latest_checkpoint, prune_checkpoints, save_checkpoint
 from quantax_lite.utils.errors import FieldError, concerning
-from quantax_lite.evolution import RK4, Adaptive, Euler, EvolutionDiverged, Heun, PseudoInverse, Shift, TDVP, evolve
+from quantax_lite.evolution import (RK4, Adaptive, Euler, EvolutionDiverged, EvolutionStalled, Heun, PseudoInverse, Shift,
+                                   TDVP, evolve)
 from quantax_lite.exact.dynamics import exact_evolution, exact_observables
 from quantax_lite.hamiltonians import hamiltonian_names
 from quantax_lite.hilbert.configurations import all_states
@@ -381,6 +382,9 @@ def _evolve(run, tdvp, state, out, config, t_end, say, *, checkpoint_every, keep
         raise EvolutionStopped(f"t = {float(err.t):g}: the evolution became non-finite, so it stopped with its last "
                                "good state saved; summary.json says diverged. Lower `dt` (or `tol`), or raise "
                                "`rcond`.", summary) from None
+    except EvolutionStalled as err:  # the last state kept, so that a longer step resumes from it
+        save_checkpoint(checkpoint_path(out, int(err.state.step)), err.state, metadata)
+        raise FieldError("dt", f"dt: {err} Give a longer `dt` (or a larger `tol`).") from None
     save_checkpoint(checkpoint_path(out, int(state.step)), state, metadata)
     prune_checkpoints(out, keep_checkpoints)
     log = read_log(log_path)

@@ -4,7 +4,7 @@ One concept per module: :mod:`.equation` (S θ̇ = -i F or -F from the chunked J
 the local energies), :mod:`.regularization` (:class:`Shift`, :class:`PseudoInverse`,
 :class:`SignalToNoise`), :mod:`.integrators` (:class:`Euler`, :class:`Heun`, :class:`RK4`,
 :class:`Adaptive`), :mod:`.tdvp` (:class:`TDVP`, :class:`EvolutionState`: the step),
-:mod:`.loop` (:func:`evolve`, :class:`EvolutionDiverged`).
+:mod:`.loop` (:func:`evolve`, :class:`EvolutionDiverged`, :class:`EvolutionStalled`).
 
 Use::
 
@@ -16,12 +16,12 @@ Exact dynamics to compare with: :func:`quantax_lite.exact.exact_evolution`.
 """
 from .equation import TDVPEquation, residual, s_norm, tdvp_equation
 from .integrators import RK4, Adaptive, Euler, Heun, Tableau
-from .loop import EvolutionDiverged, evolve, info_to_record
+from .loop import EvolutionDiverged, EvolutionStalled, evolve, info_to_record
 from .regularization import PseudoInverse, Shift, SignalToNoise
 from .tdvp import TDVP, EvolutionState
 
 __all__ = [
-    "TDVP", "EvolutionState", "evolve", "EvolutionDiverged", "info_to_record",
+    "TDVP", "EvolutionState", "evolve", "EvolutionDiverged", "EvolutionStalled", "info_to_record",
     "Euler", "Heun", "RK4", "Adaptive", "Tableau",
     "Shift", "PseudoInverse", "SignalToNoise",
     "TDVPEquation", "tdvp_equation", "s_norm", "residual",

@@ -14,7 +14,7 @@ from quantax_lite.utils import limit_blas_threads, mesh_size
 from quantax_lite.utils.threads import threads_for_solve
 from .tdvp import TDVP, EvolutionState
 
-__all__ = ["evolve", "EvolutionDiverged", "info_to_record"]
+__all__ = ["evolve", "EvolutionDiverged", "EvolutionStalled", "info_to_record"]
 
 # a remaining time below this fraction of the final time (or of 1) ends the run: the sum
 # of many float steps lands within rounding of t_end, not on it
@@ -48,6 +48,18 @@ class EvolutionDiverged(RuntimeError):
             "(this exception's .state). Likely cause: a step too large (lower dt or the tolerance) or a "
             "regularization too weak for a singular S (raise rcond or the shift)."
         )
+
+
+class EvolutionStalled(RuntimeError):
+    """A step did not advance the time: shorter than the resolution of the state's time dtype
+    there (float32 on accelerators). Attributes: ``state`` (the last state, not advanced),
+    ``t``, ``dt`` (the step asked for), ``records`` (this call's records)."""
+
+    def __init__(self, state, t: float, dt: float, dtype, records):
+        self.state, self.t, self.dt, self.records = state, t, dt, records
+        resolution = float(np.spacing(np.asarray(t, dtype)))
+        super().__init__(f"at t = {t:.9g} a step of dt = {dt:g} does not move the time, held in {np.dtype(dtype).name} "
+                         f"(its resolution there: {resolution:g}); the run stopped before it.")
 
 
 def _number(x) -> float | None:
@@ -111,8 +123,9 @@ def evolve(
     Raises:
       ValueError naming ``t_end`` when it is not after ``state.t``;
       :class:`EvolutionDiverged` (carrying the last good state) on a non-finite step;
-      RuntimeError when a step does not advance the time (a step below the resolution of the
-      state's time dtype there, e.g. an adaptive ``dt_min`` at a large float32 time).
+      :class:`EvolutionStalled` when a step does not advance the time (a step below the
+      resolution of the state's time dtype there, e.g. an adaptive ``dt_min`` at a large
+      float32 time).
     """
     if not isinstance(tdvp, TDVP):
         raise TypeError(f"tdvp: expected a TDVP, got {type(tdvp).__name__}")
@@ -143,10 +156,7 @@ def evolve(
                 good = state if before is None or np.isfinite(complex(info["energy"])) else before
                 raise EvolutionDiverged(good, int(good.step), float(good.t), records)
             if not float(new.t) > t:
-                raise RuntimeError(
-                    f"step {step}: the step dt = {float(info['dt']):g} did not advance the time t = {t:.9g}, held "
-                    f"in {time_dtype.name} (its resolution there: {float(np.spacing(np.asarray(t, time_dtype))):g}); "
-                    "the run stopped before it (a longer step or a larger integrator dt_min would move it)")
+                raise EvolutionStalled(state, t, float(info["dt"]), time_dtype, records)
             before, state = state, new
             rec = info_to_record(info, step, time.perf_counter() - start)
             records.append(rec)
