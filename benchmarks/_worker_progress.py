@@ -35,19 +35,24 @@ def echoed_progress(prefix: str):
     until the block ends; yields ``(path, lines)``, ``lines`` the lines copied so far."""
     fd, path = tempfile.mkstemp(prefix=prefix, suffix=".log")
     os.close(fd)
-    done, lines = threading.Event(), []
+    done, lines, rest = threading.Event(), [], [""]
 
-    def pump(fh):
-        for line in fh.readlines():
-            lines.append(line.rstrip("\n"))
-            sys.stderr.write(line)
+    def pump(fh, last=False):
+        """Echo the whole lines appended since; a line being written waits for its end."""
+        text = rest[0] + fh.read()
+        *whole, rest[0] = text.split("\n")
+        if last and rest[0]:
+            whole, rest[0] = whole + [rest[0]], ""
+        for line in whole:
+            lines.append(line)
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
     def follow():
         with open(path) as fh:
             while not done.wait(0.5):
                 pump(fh)
-            pump(fh)
+            pump(fh, last=True)
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()

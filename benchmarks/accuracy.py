@@ -238,8 +238,8 @@ SYSTEMS = {
               "--iters", "4000", "--lr-half-life", "2000", "--full-stage-samples", "2048", "--full-stage-lr", "0.005",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "32768"],
     ),
-    # the probe that left the 2.9e-3 plateau (docs/benchmarks.md): Chen and Heyl's last
-    # activation (a sign in every term) on samples of |psi|, 2.46e-4 after 5967 steps
+    # the probe that left the 6x6 plateau (docs/benchmarks.md): Chen and Heyl's last
+    # activation (a sign in every term) on samples of |psi|
     "j1j2_6x6_sinh_chip": dict(
         target=5e-4, minutes=30, accelerator=True,
         published=[("RBM + pair product, varbench (Wu et al., Science 386, 296 (2024))", -0.503800)],

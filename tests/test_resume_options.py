@@ -38,6 +38,8 @@ def test_resume_takes_the_options_it_is_not_given_from_the_run(tmp_path, capsys)
     for key in ("lattice", "hamiltonian", "n_sites", "n_params", "n_samples", "amplitude", "phase_rule"):
         assert resumed[key] == first[key], key
     assert resumed["lattice"] == "chain:6" and resumed["n_samples"] == 64
+    # the sector as the run decided it, said so again (not as if the user had given it)
+    assert resumed["sector"] == first["sector"] and resumed["exact_energy_source"] == first["exact_energy_source"]
 
 
 def _record(out, **options):
@@ -89,10 +91,27 @@ def test_resume_without_iters_goes_on_to_the_steps_the_run_was_started_for(tmp_p
     capsys.readouterr()
     assert main(["train", "--resume", "--no-progress", "--out", out]) == 0, capsys.readouterr().err
     assert _steps(out) == [1, 2, 3, 4, 5]  # not the default --iters 600
-    # again, with every step taken: the final estimate again, its table says no step ran
-    assert main(["train", "--resume", "--no-progress", "--out", out]) == 0, capsys.readouterr().err
-    assert _steps(out) == [1, 2, 3, 4, 5]
-    assert "no step taken" in capsys.readouterr().out
+    # again, with every step taken: refused in one line naming --iters, the run left as it was
+    summary = _summary(out)
+    capsys.readouterr()
+    assert main(["train", "--resume", "--no-progress", "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error: --iters: " in err and "has taken 5 steps" in err, err
+    assert _summary(out) == summary and _steps(out) == [1, 2, 3, 4, 5]
+
+
+def test_resume_without_iters_of_a_run_that_does_not_record_it_is_refused(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", *RUN, "--iters", "2", "--no-progress", "--out", out]) == 0
+    _record_metadata(out, iters=None)  # as written by an earlier version
+    summary = _summary(out)
+    capsys.readouterr()
+    assert main(["train", "--resume", "--no-progress", "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error: --iters: " in err, err
+    assert _summary(out) == summary
+    assert main(["train", "--resume", "--iters", "3", "--no-progress", "--out", out]) == 0
+    assert _steps(out) == [1, 2, 3]
 
 
 def _record_metadata(out, **entries):
@@ -103,5 +122,6 @@ def _record_metadata(out, **entries):
     meta = json.loads(bytes(arrays["metadata"]).decode())
     assert meta["iters"] == 2  # what the run was started for
     meta.update(entries)
+    meta = {k: v for k, v in meta.items() if v is not None}
     arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(path, **arrays)

@@ -22,6 +22,7 @@ from quantax_lite.utils.errors import FieldError, as_field_error
 from quantax_lite.cli.measure_run import every_configuration, measure_samples  # noqa: F401  (as draw_samples)
 from quantax_lite.cli.options import RECIPE, build_parser, read_config  # noqa: F401  (RECIPE, build_parser: the command's API)
 from quantax_lite.recipes import Recipe
+from quantax_lite.recipes.plan import SECTOR_FIELDS
 from quantax_lite.driver.warm_start import describe_source
 
 __all__ = ["main", "build_parser", "RECIPE"]
@@ -82,14 +83,14 @@ def _configure_jax() -> None:
 
 
 def options_of_run(args) -> dict | None:
-    """With ``--resume``, the options of the run in ``--out`` (default: the folder the options'
-    lattice and Hamiltonian name), ``{field: value}`` for every recipe field but how memory is
-    bounded (``chunk_size``, ``memory_budget``: this command's), and ``iters``, the steps it was
-    started for (where recorded): the values its newest readable checkpoint records, as recorded (what an 'auto' decided; a field that runs of earlier
-    versions did not record as they had it, :data:`~quantax_lite.recipes.FIELDS_OF_EARLIER_RUNS`).
-    None without ``--resume`` or without a run there whose recipe reads (the run's start names
-    what is wrong)."""
+    """With ``--resume``, the options of the run in ``--out`` (default: the folder of the
+    options' lattice and Hamiltonian): ``{field: value}`` for every recipe field but
+    ``chunk_size`` and ``memory_budget``, as its newest readable checkpoint records them
+    (earlier versions' missing fields: :data:`~quantax_lite.recipes.FIELDS_OF_EARLIER_RUNS`),
+    and ``iters`` where recorded. None without ``--resume`` or without a checkpoint there (the
+    run's start says so); a run that does not read raises ``FieldError`` naming ``out_dir``."""
     from quantax_lite.cli.training import default_out_dir
+    from quantax_lite.driver.checkpoint import newest_readable_checkpoint
     from quantax_lite.recipes import recipe_of_run
     from quantax_lite.recipes.resources import RESOURCE_FIELDS
 
@@ -97,9 +98,11 @@ def options_of_run(args) -> dict | None:
         return None
     try:
         out = args.out if args.out is not None else default_out_dir(args)
-        recorded, _, metadata = recipe_of_run(out)
-    except (OSError, TypeError, ValueError):  # no readable run there: named when the run starts
+    except (TypeError, ValueError):  # options that name no folder: refused when the run starts
         return None
+    if not os.path.isdir(out) or newest_readable_checkpoint(out) is None:  # no run: named when it starts
+        return None
+    recorded, _, metadata = recipe_of_run(out)  # a run it cannot read: the error names out_dir
     config = metadata["config"]
     # a recorded value as recorded (the recipe may hold it in another form: a conv net's
     # network_options moved to its fields), which the run folder's check compares with
@@ -120,22 +123,32 @@ def recipe_of_args(args) -> Recipe:
     with ``--samples`` given asks for samples, so the sampling is metropolis (an exact sum
     draws none), and the recipe decides the rest."""
     given, run_options = set(getattr(args, "given_options", ())), options_of_run(args)
+    if run_options is not None and "iters" not in run_options and "iters" not in given:
+        raise FieldError("iters", f"iters: the run in {args.out or 'its folder'} does not record how many steps it "
+                         "was started for (an earlier version); give `iters`, the total number of steps.")
     if run_options is not None:
-        vars(args).update({name: value for name, value in run_options.items() if name not in given
-                           or (name in ("sampling", "symmetry") and getattr(args, name) == "auto")})
+        changed = [f"`{name}` {getattr(args, name)} (was {run_options[name]})" for name in RECIPE
+                   if name in given and name in run_options and getattr(args, name) != "auto"
+                   and _plain(getattr(args, name)) != _plain(run_options[name])]
+        if changed:  # the options given that differ, before any the run would decide from them
+            raise FieldError("resume", "resume: these options differ from the run in the folder: " + ", ".join(changed))
+        # the rest the run's; a sector left 'auto' is decided again as the run decided it, and said so
+        vars(args).update({name: value for name, value in run_options.items() if (
+            name not in given and name not in SECTOR_FIELDS) or (name in ("sampling", "symmetry") and getattr(
+                args, name) == "auto")})
     fields = {name: getattr(args, name) for name in RECIPE}
     if fields["sampling"] == "auto" and "samples" in given:
         fields["sampling"] = "metropolis"
-    try:
-        return Recipe(**fields)
-    except (TypeError, ValueError):
-        changed = [f"`{name}` {getattr(args, name)} (was {run_options[name]})" for name in RECIPE
-                   if name in given and name in (run_options or {}) and getattr(args, name) != "auto"
-                   and _plain(getattr(args, name)) != _plain(run_options[name])]
-        if changed:  # the options given that differ, rather than a field of the run they clash with
-            raise FieldError("resume", "resume: these options differ from the run in the folder: "
-                             + ", ".join(changed)) from None
-        raise
+    return Recipe(**fields)
+
+
+def _steps_taken(out) -> int | None:
+    """The step of the newest readable checkpoint in ``out``; None where there is none."""
+    from quantax_lite.driver.checkpoint import newest_readable_checkpoint
+
+    found = newest_readable_checkpoint(out) if os.path.isdir(out) else None
+    match = re.search(r"checkpoint-(\d+)\.npz$", found[0]) if found else None
+    return int(match.group(1)) if match else None
 
 
 def _plain(value):
@@ -158,6 +171,11 @@ def train(args) -> dict | None:
     if recipe.sampling == "exact_sum" and "samples" in getattr(args, "given_options", ()):
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
+    taken = _steps_taken(args.out or training.default_out_dir(args)) if args.resume else None
+    if taken is not None and taken >= args.iters:
+        raise UsageError(f"--iters: the run in {args.out or training.default_out_dir(args)} has taken {taken} steps "
+                         f"already (--iters {args.iters}); give a larger --iters to continue it (quantax-lite measure "
+                         "estimates it again).")
     _usage(training.check_run_options, iters=args.iters, checkpoint_every=args.checkpoint_every,
            keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from,
            resume=args.resume)

@@ -115,13 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "given on the command line override it")
     r.add_argument("--dry-run", action="store_true", help="print the parameter count, reference energy, sector, "
                    "chunk sizes and the time of one step, then exit; writes nothing")
-    r.add_argument("--iters", type=int, default=600, action=_Given, help="VMC steps in all, a resumed run's "
-                   "included (default: 600; with --resume, what the run was started with)")
+    r.add_argument("--iters", type=int, default=600, action=_Given, help="total VMC steps, counting those a "
+                   "resumed run already took (default: 600; with --resume, the run's own)")
     r.add_argument("--out", help="output directory (default: runs/<hamiltonian>_<lattice>)")
     r.add_argument("--resume", action="store_true", help="continue the run in --out from its newest readable "
                    "checkpoint, with the run's own options: those left out take the run's values; one given that "
-                   "differs from the run is refused (--iters, --time-limit and the other run and memory options "
-                   "may change)")
+                   "differs from the run is refused (--iters, --time-limit, --checkpoint-every, --keep-checkpoints, "
+                   "--measure, --no-progress, --chunk-size and --memory-budget may change)")
     r.add_argument("--restart", action="store_true", help="delete the run in --out and start it again")
     r.add_argument("--init-from", metavar="RUN_DIR", help="warm start: take the first parameters from the newest "
                    "checkpoint of the run in RUN_DIR (a --out folder), e.g. a trained 6x6 run for a 10x10 one; the "

@@ -74,7 +74,8 @@ PRESETS = types.MappingProxyType({
 })
 # name -> the steps the row runs (its --iters; a time limit may end it sooner)
 ITERATIONS = types.MappingProxyType({
-    "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_sinh": 2600, "j1j2_4x4_restored": 1300, "j1j2_4x4_exact_sum": 3000,
+    "heisenberg_4x4": 1800, "j1j2_4x4": 2600, "j1j2_4x4_sinh": 2600, "j1j2_4x4_restored": 1300,
+    "j1j2_4x4_exact_sum": 3000,
     "heisenberg_chain20": 1800, "heisenberg_6x6": 850, "j1j2_6x6": 800, "heisenberg_triangular6x6": 450,
     "heisenberg_kagome2x3": 400, "heisenberg_kagome2x2_default": 600, "heisenberg_triangular4x3_default": 600,
     "heisenberg_6x6_chip": 6000, "j1j2_6x6_chip": 3500, "j1j2_6x6_deep_chip": 8000,
