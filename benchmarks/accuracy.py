@@ -79,6 +79,8 @@ from _common import (add_json_option, on_accelerator, output_path, results_file,
 
 from quantax_lite.driver.run_folder import list_checkpoints  # noqa: E402
 
+PUBLISHED_10X10 = [("ResNet + MinSR, 1.07M parameters (Chen and Heyl, Nat. Phys. 20, 1476 (2024))", -0.4976921),
+                   ("ViT, 268k parameters (Rende et al., Commun. Phys. 7, 260 (2024))", -0.497634)]
 SYSTEMS = {
     # the W1 network (translations, float32, positive psi in the Marshall basis), longer
     "heisenberg_4x4": dict(
@@ -250,8 +252,7 @@ SYSTEMS = {
     # the same head at 10x10 from the 6x6 sinh row's parameters (the kernels fit any size)
     "j1j2_10x10_sinh_chip": dict(
         target=None, target_energy_per_site=-0.4970, minutes=60, accelerator=True, warm_start="j1j2_6x6_sinh_chip",
-        published=[("ResNet + MinSR, 1.07M parameters (Chen and Heyl, Nat. Phys. 20, 1476 (2024))", -0.4976921),
-                   ("ViT, 268k parameters (Rende et al., Commun. Phys. 7, 260 (2024))", -0.497634)],
+        published=PUBLISHED_10X10,
         args=["--lattice", "10x10", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
               "--amplitude", "sinh", "--sampling-power", "0.5", "--samples", "2048", "--iters", "12000",
               "--lr", "0.005", "--lr-half-life", "2000", "--diag-shift", "1e-3", "--sr-momentum", "0.9",
@@ -271,8 +272,7 @@ SYSTEMS = {
     # that row's run folder under --out; the conv kernels act on cells, so they fit any size)
     "j1j2_10x10_chip": dict(
         target=None, target_energy_per_site=-0.4965, minutes=25, accelerator=True, warm_start="j1j2_6x6_chip",
-        published=[("ResNet + MinSR, 1.07M parameters (Chen and Heyl, Nat. Phys. 20, 1476 (2024))", -0.4976921),
-                   ("ViT, 268k parameters (Rende et al., Commun. Phys. 7, 260 (2024))", -0.497634)],
+        published=PUBLISHED_10X10,
         args=["--lattice", "10x10", "--hamiltonian", "j1j2", "--J2", "0.5", "--channels", "16", "--depth", "6",
               "--samples", "2048", "--iters", "3000", "--lr", "0.005", "--lr-half-life", "1000",
               "--diag-shift", "1e-3", "--sr-momentum", "0.9", "--eval-samples", "16384"],
