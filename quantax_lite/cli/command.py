@@ -142,15 +142,6 @@ def recipe_of_args(args) -> Recipe:
     return Recipe(**fields)
 
 
-def _steps_taken(out) -> int | None:
-    """The step of the newest readable checkpoint in ``out``; None where there is none."""
-    from quantax_lite.driver.checkpoint import newest_readable_checkpoint
-
-    found = newest_readable_checkpoint(out) if os.path.isdir(out) else None
-    match = re.search(r"checkpoint-(\d+)\.npz$", found[0]) if found else None
-    return int(match.group(1)) if match else None
-
-
 def _plain(value):
     """A value as JSON records it (a tuple as a list)."""
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
@@ -162,6 +153,7 @@ def train(args) -> dict | None:
 
     from quantax_lite.cli import training
     from quantax_lite.cli.report import format_table
+    from quantax_lite.driver.checkpoint import checkpoint_step, newest_readable_checkpoint
     from quantax_lite.utils.processes import check_process_options, join_processes
     from quantax_lite.utils.validate import positive_int
 
@@ -171,11 +163,12 @@ def train(args) -> dict | None:
     if recipe.sampling == "exact_sum" and "samples" in getattr(args, "given_options", ()):
         raise UsageError("--samples: the run sums over every configuration (sampling exact_sum), so it draws no "
                          "samples; leave --samples out.")
-    taken = _steps_taken(args.out or training.default_out_dir(args)) if args.resume else None
+    out = args.out or training.default_out_dir(args)
+    found = newest_readable_checkpoint(out) if args.resume else None
+    taken = checkpoint_step(found[0]) if found else None
     if taken is not None and taken >= args.iters:
-        raise UsageError(f"--iters: the run in {args.out or training.default_out_dir(args)} has taken {taken} steps "
-                         f"already (--iters {args.iters}); give a larger --iters to continue it (quantax-lite measure "
-                         "estimates it again).")
+        raise UsageError(f"--iters: the run in {out} has taken {taken} steps already (--iters {args.iters}); give a "
+                         "larger --iters to continue it (quantax-lite measure estimates it again).")
     _usage(training.check_run_options, iters=args.iters, checkpoint_every=args.checkpoint_every,
            keep_checkpoints=args.keep_checkpoints, time_limit=args.time_limit, init_from=args.init_from,
            resume=args.resume)

@@ -42,6 +42,7 @@ __all__ = [
     "load_checkpoint",
     "read_checkpoint_metadata",
     "newest_readable_checkpoint",
+    "checkpoint_step",
     "load_latest_checkpoint",
     "read_latest_checkpoint",
     "load_checkpoint_part",
@@ -222,17 +223,20 @@ def checkpoint_path(out_dir: str | os.PathLike, iteration: int) -> str:
     return os.path.join(os.fspath(out_dir), f"checkpoint-{int(iteration):08d}.npz")
 
 
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """The step a numbered checkpoint's file name carries (:func:`checkpoint_path`); None for
+    another name (a legacy ``checkpoint.npz``)."""
+    m = _CKPT.fullmatch(os.path.basename(os.fspath(path)))
+    return int(m.group(1)) if m else None
+
+
 def list_checkpoints(out_dir: str | os.PathLike) -> list[str]:
     """The folder's checkpoints, newest first (a legacy ``checkpoint.npz`` last)."""
     out_dir = os.fspath(out_dir)
     if not os.path.isdir(out_dir):
         return []
-    found = []
-    for name in os.listdir(out_dir):
-        m = _CKPT.fullmatch(name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(out_dir, name)))
-    paths = [p for _, p in sorted(found, reverse=True)]
+    found = [(checkpoint_step(name), os.path.join(out_dir, name)) for name in os.listdir(out_dir)]
+    paths = [p for step, p in sorted((f for f in found if f[0] is not None), reverse=True)]
     legacy = os.path.join(out_dir, LEGACY_CHECKPOINT)
     if os.path.exists(legacy):
         paths.append(legacy)
@@ -243,7 +247,7 @@ def prune_checkpoints(out_dir: str | os.PathLike, keep: int) -> None:
     """Delete all but the newest ``keep`` numbered checkpoints (and a legacy one once
     a numbered one exists)."""
     paths = list_checkpoints(out_dir)
-    numbered = [p for p in paths if _CKPT.fullmatch(os.path.basename(p))]
+    numbered = [p for p in paths if checkpoint_step(p) is not None]
     doomed = numbered[keep:]
     if numbered and len(paths) > len(numbered):
         doomed.append(paths[-1])
