@@ -57,10 +57,11 @@ def test_a_quench_follows_the_exact_evolution(quench):
 # slow: two evolutions from the command; the bit-for-bit resume: test_tdvp's test_a_sampled_evolution_resumes_bit_for_bit
 @pytest.mark.slow
 def test_a_resumed_evolution_continues_bit_for_bit(quench, tmp_path):
-    """Stopped at t = 1/16 and resumed to 1/8: the same checkpoint and log as one run."""
+    """Stopped at t = 1/16 and resumed to 1/8 with only --t-end given (the other options the
+    evolution's own): the same checkpoint and log as one run."""
     out = tmp_path / "split"
     assert evolve(out, "--t-end", "0.0625") == 0
-    assert evolve(out, "--t-end", "0.125", "--resume") == 0
+    assert main(["evolve", "--out", str(out), "--t-end", "0.125", "--resume", "--no-progress"]) == 0
     whole, split = np.load(list_checkpoints(quench)[0]), np.load(list_checkpoints(out)[0])
     arrays = [k for k in whole.files if k.startswith("state")]
     assert arrays and all(np.array_equal(whole[k], split[k]) for k in arrays)
@@ -134,6 +135,25 @@ def test_magnetizations_and_their_site_means_against_dense_sums(rng):
         got, err = np.mean(sampled[name]), sampled[f"{name}_mean_error"]
         assert 0 < err <= max(sampled[f"{name}_error"]) + 1e-12
         assert abs(got - want) < 4 * err, (name, got, want, err)
+
+
+def test_resume_refuses_an_option_that_differs_and_a_folder_of_no_evolution(quench, chain6_run, tmp_path, capsys):
+    """`evolve --resume` with an option that differs from the evolution's: one line naming it
+    with the recorded value, nothing written; a train run's folder: one line naming --out."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(quench, out)
+    before = sorted(os.listdir(out)), (out / "log.jsonl").read_text()
+    for extra, words in ((["--h", "0.7"], ["--h 0.7 (was 0.5)"]), (["--integrator", "heun"], ["--integrator heun"]),
+                         (["--lattice", "chain:10"], ["--lattice chain:10"]), (["--imaginary"], ["--imaginary"])):
+        assert main(["evolve", "--out", str(out), "--t-end", "0.25", "--resume", "--no-progress", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "error: --resume: " in err and all(w in err for w in words), err
+    assert (sorted(os.listdir(out)), (out / "log.jsonl").read_text()) == before
+    assert main(["evolve", "--out", str(chain6_run), "--t-end", "0.25", "--resume", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error: --out: " in err and "no evolution" in err, err
 
 
 @pytest.fixture(scope="module")

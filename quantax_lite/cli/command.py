@@ -249,10 +249,28 @@ def measure(args) -> dict:
     return obs
 
 
+def evolve_options(args) -> None:
+    """Complete ``evolve``'s options on ``args``: with ``--resume``, each one not given is the
+    evolution's own (:func:`~quantax_lite.cli.evolve_run.options_of_evolution`) and one given
+    that differs is refused in one line naming it; the rest take their defaults."""
+    from quantax_lite.cli.evolve_run import EVOLUTION_DEFAULTS, options_of_evolution, same_option
+
+    recorded = _usage(options_of_evolution, args.out) if args.resume else None
+    if recorded is not None:
+        changed = [f"{_option(k)} {getattr(args, k)} (was {v})" for k, v in recorded.items()
+                   if getattr(args, k) is not None and not same_option(k, getattr(args, k), v)]
+        if changed:
+            raise UsageError("--resume: these options differ from the evolution in the folder: " + ", ".join(changed))
+    for name, default in EVOLUTION_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default if recorded is None else recorded[name])
+
+
 def evolve(args) -> dict:
     """``quantax-lite evolve``: :func:`quantax_lite.cli.evolve_run.evolve_run`; returns its summary."""
     from quantax_lite.cli.evolve_run import evolve_run
 
+    evolve_options(args)
     _configure_jax()
     summary = evolve_run(args.out, init_from=args.init_from, initial_state=args.initial_state, lattice=args.lattice,
                          hamiltonian=args.hamiltonian, h=args.h, J2=args.J2, t_end=args.t_end, dt=args.dt,

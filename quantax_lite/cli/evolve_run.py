@@ -49,8 +49,8 @@ from quantax_lite.driver.run_folder import append_log, check_writable, lock_run_
 from quantax_lite.operators.local_operators import sx, sz
 from quantax_lite.driver.warm_start import check_source
 
-__all__ = ["evolve_run", "EvolutionStopped", "INITIAL_STATES", "INTEGRATORS", "MAX_EXACT_SITES", "magnetizations",
-           "bond_zz"]
+__all__ = ["evolve_run", "EvolutionStopped", "EVOLUTION_DEFAULTS", "INITIAL_STATES", "INTEGRATORS", "MAX_EXACT_SITES",
+           "magnetizations", "bond_zz", "options_of_evolution", "same_option"]
 
 INITIAL_STATES = ("x",)
 INTEGRATORS = ("euler", "heun", "rk4", "adaptive")
@@ -109,6 +109,54 @@ def check_options(*, init_from, initial_state, lattice, hamiltonian, t_end, dt, 
         raise FieldError("restart", "restart: `resume` and `restart` exclude each other.")
     if init_from is not None:
         check_source(init_from)
+
+
+# the options an evolution is started with, as evolve_run names them, and where not given
+EVOLUTION_DEFAULTS = {"init_from": None, "initial_state": None, "lattice": None, "hamiltonian": None, "h": None,
+                      "J2": None, "dt": None, "tol": None, "integrator": "adaptive", "regularization": "pinv",
+                      "rcond": 1e-6, "diag_shift": 1e-6, "sampling": "exact_sum", "samples": None,
+                      "imaginary": False, "seed": 0}
+
+
+def options_of_evolution(out_dir) -> dict | None:
+    """The options the evolution in ``out_dir`` was started with (its newest readable
+    checkpoint's record), ``{name: value}`` for every key of :data:`EVOLUTION_DEFAULTS`;
+    None where the folder holds no readable checkpoint. ``FieldError`` naming ``out_dir``
+    where it holds a checkpoint of something else (a ``train`` run)."""
+    from quantax_lite.driver.checkpoint import newest_readable_checkpoint
+
+    out = os.fspath(out_dir)
+    found = newest_readable_checkpoint(out) if os.path.isdir(out) else None
+    if found is None:
+        return None
+    metadata = found[1]
+    config = metadata.get("config")
+    if metadata.get("kind") != "evolve" or not isinstance(config, dict) or not isinstance(config.get("recipe"), dict):
+        raise FieldError("out_dir", f"out_dir: {out} holds no evolution to resume (its checkpoints are not "
+                         "quantax-lite evolve's); choose the evolution's folder.")
+    recipe = config["recipe"]
+    options = {k: config.get(k, EVOLUTION_DEFAULTS[k]) for k in
+               ("init_from", "initial_state", "dt", "tol", "integrator", "regularization", "rcond", "diag_shift",
+                "imaginary")}
+    options.update(lattice=recipe.get("lattice"), hamiltonian=recipe.get("hamiltonian"), h=recipe.get("h"),
+                   J2=recipe.get("J2"), sampling=recipe.get("sampling", "exact_sum"), seed=recipe.get("seed", 0),
+                   samples=recipe.get("samples") if recipe.get("sampling") == "metropolis" else None)
+    return options
+
+
+def same_option(name: str, given, recorded) -> bool:
+    """Whether an option given equals the value an evolution recorded (folders by their
+    absolute path, lattices by name)."""
+    if given is None or recorded is None:
+        return given is recorded
+    if name == "init_from":
+        return os.path.abspath(os.fspath(given)) == os.path.abspath(os.fspath(recorded))
+    if name == "lattice":
+        try:
+            return parse_lattice(given).name == parse_lattice(recorded).name
+        except (TypeError, ValueError):
+            return False
+    return given == recorded
 
 
 def _recipe(*, init_from, initial_state, lattice, hamiltonian, h, J2, sampling, samples, seed, imaginary) -> tuple:

@@ -188,21 +188,21 @@ def _add_evolve(sub) -> None:
     e.add_argument("--t-end", type=float, required=True, help="the final time (inverse energy units, hbar = 1)")
     e.add_argument("--dt", type=float, help="time step (default: 0.01; the adaptive integrator's first proposal)")
     e.add_argument("--tol", type=float, help="adaptive integrator: error per step in the S metric (default: 1e-4)")
-    e.add_argument("--integrator", default="adaptive", choices=("euler", "heun", "rk4", "adaptive"),
+    e.add_argument("--integrator", choices=("euler", "heun", "rk4", "adaptive"),
                    help="Runge-Kutta method: adaptive (Bogacki-Shampine 3(2) with --tol), or fixed steps of --dt "
                    "(default: adaptive)")
-    e.add_argument("--regularization", default="pinv", choices=("pinv", "shift"), help="solve of S theta' = F: pinv "
+    e.add_argument("--regularization", choices=("pinv", "shift"), help="solve of S theta' = F: pinv "
                    "(eigenvalues below --rcond x the largest dropped) or shift (--diag-shift) (default: pinv)")
-    e.add_argument("--rcond", type=float, default=1e-6, help="pinv cutoff (default: 1e-6)")
-    e.add_argument("--diag-shift", type=float, default=1e-6, help="shift regularization (default: 1e-6)")
-    e.add_argument("--sampling", default="exact_sum", choices=("exact_sum", "metropolis"),
+    e.add_argument("--rcond", type=float, help="pinv cutoff (default: 1e-6)")
+    e.add_argument("--diag-shift", type=float, help="shift regularization (default: 1e-6)")
+    e.add_argument("--sampling", choices=("exact_sum", "metropolis"),
                    help="exact sums over every configuration, or Markov-chain samples (default: exact_sum)")
     e.add_argument("--samples", type=int, help="samples per evaluation with metropolis (default: 1024)")
-    e.add_argument("--imaginary", action="store_true", help="imaginary time (toward the ground state)")
-    e.add_argument("--seed", type=int, default=0, help="PRNG seed of the network and chains (default: 0)")
+    e.add_argument("--imaginary", action="store_true", default=None, help="imaginary time (toward the ground state)")
+    e.add_argument("--seed", type=int, help="PRNG seed of the network and chains (default: 0)")
     e.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (default: 10)")
-    e.add_argument("--resume", action="store_true", help="continue the evolution in --out (the same options; "
-                   "--t-end may grow)")
+    e.add_argument("--resume", action="store_true", help="continue the evolution in --out: the options left out "
+                   "are the evolution's, one given must equal it (--t-end may grow)")
     e.add_argument("--restart", action="store_true", help="delete the evolution in --out and start again")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
 
