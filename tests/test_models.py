@@ -759,21 +759,25 @@ def test_signed_network_jacobian_is_that_of_its_real_part(rng):
 
 
 # --------------------------------------------------------------------------- #
-# sinh networks (psi_0 = sum_r sum_k (sinh(y_rk) + 1))                          #
+# sinh networks (psi_0 = sum_r sum_k (sinh(y_rk) + c))                          #
 # --------------------------------------------------------------------------- #
 
 
-@pytest.mark.parametrize("readout", ["sum", "origin"])
-def test_sinh_network_matches_formula(rng, readout):
-    """log psi_0 of the sinh head against sum_{r,k} (sinh(y_rk) + 1) written out in float64
-    from the readout outputs y (every cell with "sum", cell 0 with "origin"), with rows of
-    both signs; its parameters are those of the make_network path, value for value."""
+@pytest.mark.parametrize("readout,offset", [("sum", None), ("origin", None), ("sum", 1.0), ("origin", 0.0),
+                                            ("sum", 2.5)])
+def test_sinh_network_matches_formula(rng, readout, offset):
+    """log psi_0 of the sinh head against sum_{r,k} (sinh(y_rk) + c) written out in float64
+    from the readout outputs y (every cell with "sum", cell 0 with "origin"; c as given,
+    None the library's 0.1), with rows of both signs; its parameters are those of the
+    make_network path, value for value."""
     from quantax_lite.models import make_network
+    from quantax_lite.models.heads import SINH_OFFSET
 
     lattice = Square(4)
-    model = make_conv_nqs(lattice, None, channels=3, depth=1, amplitude="sinh", readout=readout)
+    c = SINH_OFFSET if offset is None else offset
+    model = make_conv_nqs(lattice, None, channels=3, depth=1, amplitude="sinh", readout=readout, sinh_offset=offset)
     again = make_network(lattice, None, "conv", dict(channels=3, depth=1), amplitude="sinh", readout=readout,
-                         dtype=jnp.float64)
+                         sinh_offset=offset, dtype=jnp.float64)
     s = random_spins(rng, 16, 64)
     params = random_params(model, s, rng, scale=0.6)
     assert jax.tree.structure(params) == jax.tree.structure(again.init(KEY, jnp.asarray(s)))
@@ -786,7 +790,7 @@ def test_sinh_network_matches_formula(rng, readout):
         params["params"]["readout_dense"]["kernel"] = sign * kernel * 12 / np.abs(y).max()
         y_now = np.asarray(jitted(model, "position_outputs")(params, s))
         y_now = y_now if readout == "sum" else y_now[:, :1]
-        psi = (np.sinh(y_now) + 1).sum(axis=(1, 2))
+        psi = (np.sinh(y_now) + c).sum(axis=(1, 2))
         out = np.asarray(jitted(model)(params, s))
         np.testing.assert_allclose(out.real, np.log(np.abs(psi)), rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(np.exp(1j * out.imag), np.sign(psi), atol=1e-12)
@@ -811,6 +815,23 @@ def test_sinh_sum_log_in_float32_does_not_overflow():
     node = np.asarray(sinh_sum_log(jnp.array([[[np.arcsinh(-1.0)]]], jnp.float64)))  # sinh(y) + 1 = 0
     grad = jax.grad(lambda y: jnp.real(sinh_sum_log(y)).sum())(jnp.array([[[np.arcsinh(-1.0)]]], jnp.float64))
     assert np.isfinite(node).all() and np.isfinite(np.asarray(grad)).all()
+
+
+def test_sinh_offset_is_refused_where_it_does_not_apply():
+    """An offset below 0, not finite or not a number, or given to another head: errors
+    naming sinh_offset."""
+    from quantax_lite.models import make_network
+    from quantax_lite.models.heads import Head
+
+    lattice = Square(4)
+    for bad, error in ((-0.1, ValueError), (float("nan"), ValueError), ("1", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="^sinh_offset: "):
+            make_conv_nqs(lattice, None, channels=2, depth=1, amplitude="sinh", sinh_offset=bad)
+    for amplitude in ("signed", "complex", "positive"):
+        with pytest.raises(ValueError, match="^sinh_offset: only the 'sinh' amplitude"):
+            make_network(lattice, None, "conv", dict(channels=2, depth=1), amplitude=amplitude, sinh_offset=1.0)
+    with pytest.raises(ValueError, match="^sinh_offset: only the 'sinh' amplitude"):
+        Head("signed", offset=0.5)
 
 
 def test_sinh_network_jacobian_is_that_of_its_real_part(rng):

@@ -55,6 +55,7 @@ TRAIN_BAD = {
     "--kernel-size": ["0", "-3", "3.5"],
     "--norm": ["batch"],
     "--amplitude": ["real"],
+    "--sinh-offset": ["-1", "nan", "big", "0.5", ["--amplitude", "signed", "--sinh-offset", "1"]],
     "--precision": ["f16"],
     "--sampling": ["exact"],
     "--samples": ["0", "-16", "many", "1e3", ["--sampling", "exact_sum", "--samples", "64"]],

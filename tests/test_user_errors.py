@@ -170,6 +170,19 @@ def test_a_legacy_option_of_earlier_versions_is_ignored_with_a_warning(run_copy)
     assert recipe.lattice == "chain:4"
 
 
+def test_a_sinh_run_made_before_the_offset_option_reads_its_offset_of_one(run_copy):
+    """Runs recorded before ``sinh_offset`` existed: a sinh run had c = 1 (not the library's
+    0.1 of later runs), any other run the field's default."""
+    from quantax_lite.models.heads import SINH_OFFSET
+
+    _edit_config(run_copy, lambda config: config.pop("sinh_offset", None))
+    assert recipe_of_run(run_copy)[0].sinh_offset == SINH_OFFSET != 1.0
+    _edit_config(run_copy, lambda config: config.update(amplitude="sinh"))
+    assert recipe_of_run(run_copy)[0].sinh_offset == 1.0
+    _edit_config(run_copy, lambda config: config.update(sinh_offset=0.3))
+    assert recipe_of_run(run_copy)[0].sinh_offset == 0.3
+
+
 # ------------------------------------------------------------------ 7. momentum
 def test_a_huge_momentum_is_reduced_exactly():
     huge = Recipe(lattice="4x4", momentum=(4 * 10**20 + 1, 0))

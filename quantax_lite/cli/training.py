@@ -273,6 +273,7 @@ def _summary_head(recipe: Recipe, r, exact) -> dict:
     return dict(lattice=r.lattice.name, hamiltonian=recipe.hamiltonian, n_sites=r.lattice.n_sites,
                 n_params=r.n_params, network=recipe.network, network_options=recipe.network_options,
                 amplitude=recipe.amplitude_kind(r.hamiltonian),
+                sinh_offset=recipe.sinh_offset if recipe.amplitude_kind(r.hamiltonian) == "sinh" else None,
                 sampling=recipe.sampling, n_samples=r.vmc.n_samples,
                 full_stage_samples=recipe.full_stage_samples, full_stage_lr=recipe.full_stage_lr,
                 n_eval_samples=None if exact_sum else recipe.n_eval_samples,

@@ -12,7 +12,7 @@ from quantax_lite.utils.validate import finite_number
 from quantax_lite.operators.sign_rules import sublattice_phases, translation_phase_factors  # re-exported: the rules' home is sign_rules
 from quantax_lite.geometry.symmetry import Symmetry
 from .conv import ConvOptions, ConvResNet, conv_network, default_conv_architecture
-from .heads import HEAD_KINDS, Head, Network, PhaseRule
+from .heads import HEAD_KINDS, SINH_OFFSET, Head, Network, PhaseRule, check_offset
 from .rbm import RBM
 from .registry import network_entry, network_options
 from .symmetrize import Symmetrized, group_table, merge_translation_images, translation_perms
@@ -154,7 +154,8 @@ def _lattice_table(lattice, symmetry):
 
 
 def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "complex", readout: str | None = None,
-                  site_phases=None, final_scale: float | None = None, dtype=jnp.float64, **keywords):
+                  site_phases=None, final_scale: float | None = None, sinh_offset: float | None = None,
+                  dtype=jnp.float64, **keywords):
     """The symmetrized convolutional network for ``lattice`` in the sector of ``symmetry``
     (the registry's ``"conv"`` network, :func:`make_network`, returned as the bare
     :class:`ConvResNet` when ``symmetry`` is None).
@@ -174,7 +175,7 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
         sector whose characters are all 1), ``"signed"`` (a real wavefunction with a
         learned sign, see :class:`ConvResNet`; its derivatives are those of
         ``real(log psi)``, :func:`derivative_form`) or ``"sinh"`` (a real wavefunction
-        ``psi_0 = sum_r sum_k (sinh(y_rk) + 1)``, :class:`~quantax_lite.models.heads.Head`;
+        ``psi_0 = sum_r sum_k (sinh(y_rk) + c)``, :class:`~quantax_lite.models.heads.Head`;
         real derivatives as ``"signed"``). The keywords ``complex_output`` and
         ``signed`` of earlier versions still choose it.
       readout: ``"sum"`` (translation-invariant ``psi_0``), ``"plane_wave"`` (``psi_0`` a
@@ -191,6 +192,8 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
         sign rule needs an order-one value: there the uniform state of the Sz = 0 sector
         is a member of the ferromagnetic multiplet, the highest eigenstate, where the
         energy gradient vanishes.
+      sinh_offset: the sinh head's ``c >= 0`` (None: :data:`~quantax_lite.models.heads.SINH_OFFSET`);
+        any other amplitude has none (ValueError naming ``sinh_offset`` unless None).
       site_phases: None or a phase rule, one angle per site (see :class:`ConvResNet`; e.g.
         :func:`sublattice_phases`), applied to ``psi_0`` inside the projection, so the
         result is in the sector of ``symmetry`` whatever the rule. With a
@@ -205,6 +208,7 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
     complex128 (float64) or complex64 (float32).
     """
     options, amplitude, named = _conv_options(options, amplitude, keywords)
+    offset = sinh_offset_of(amplitude, sinh_offset)
     complex_output, signed = amplitude != "positive", amplitude == "signed"
     table = _lattice_table(lattice, symmetry)
     arch = options.architecture(lattice)
@@ -213,7 +217,7 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
 
     def base(readout, cell_phases):
         if amplitude == "sinh":  # the same trunk and readout parameters, path for path
-            head = Head(amplitude, readout, arch.get("final_scale", Head.final_scale), dtype=dtype)
+            head = Head(amplitude, readout, arch.get("final_scale", Head.final_scale), dtype=dtype, offset=offset)
             net = Network(conv_network(lattice, options, dtype), head)
             return net if site_phases is None else PhaseRule(net, site_phases)
         return ConvResNet(tuple(lattice.shape), dtype=dtype, readout=readout, complex_output=complex_output,
@@ -252,7 +256,7 @@ def _conv_options(options, amplitude, keywords) -> tuple[ConvOptions, str, str]:
 
 def make_network(lattice, symmetry=None, network: str = "conv", options=None, *, amplitude: str = "complex",
                  readout: str | None = None, site_phases=None, final_scale: float | None = None,
-                 dtype=jnp.float32):
+                 sinh_offset: float | None = None, dtype=jnp.float32):
     """The registered network ``network`` (:func:`~quantax_lite.models.register_network`)
     on ``lattice`` with a head, a phase rule and the projection on ``symmetry``.
 
@@ -271,6 +275,7 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
         from here.
       site_phases: a phase rule, one angle per site (complex heads), or None.
       final_scale: the head's initialization scale (None: 1e-2, nearly uniform).
+      sinh_offset: the sinh head's ``c`` (as in :func:`make_conv_nqs`).
       dtype: ``jnp.float32`` (default) or ``jnp.float64``.
 
     Returns a flax module, ``model.apply(params, s) -> (batch,)`` log psi; parameters are
@@ -284,13 +289,24 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
     if equivariance == "projects":
         table = None
     scale = 1e-2 if final_scale is None else finite_number(final_scale, "final_scale", above=0)
+    offset = sinh_offset_of(amplitude, sinh_offset)
 
     def base(readout, cell_phases):
-        net = Network(backbone, Head(amplitude, readout, scale, cell_phases, dtype))
+        net = Network(backbone, Head(amplitude, readout, scale, cell_phases, dtype, offset))
         return net if site_phases is None else PhaseRule(net, site_phases)
 
     return project(lattice, table, base, readout, amplitude, site_phases, cells_equivariant=equivariance == "cells",
                    stride=getattr(backbone, "translation_stride", None))
+
+
+def sinh_offset_of(amplitude: str, sinh_offset) -> float:
+    """The head's offset: ``sinh_offset`` checked (:func:`~quantax_lite.models.heads.check_offset`),
+    or for None :data:`~quantax_lite.models.heads.SINH_OFFSET` (sinh) and 1 (the other heads)."""
+    if sinh_offset is None:
+        return SINH_OFFSET if amplitude == "sinh" else 1.0
+    if amplitude != "sinh":
+        raise ValueError(f"sinh_offset: only the 'sinh' amplitude has an offset, not {amplitude!r}")
+    return check_offset(sinh_offset, amplitude)
 
 
 def _merge_by_stride(lattice, table, stride: int, n_basis: int):

@@ -7,9 +7,9 @@ features ``(batch, n_cells, F)``. A :class:`Head` turns features into ``log psi_
   phase: real and imaginary part per cell), ``"signed"`` (a real psi with a learned
   sign: ``psi_0 = exp(sum_r a_r) (1 + sum_r g_r)``, log psi complex with imaginary part 0
   or pi, so its parameter derivatives are real) or ``"sinh"`` (a real psi that is a sum
-  of signed terms, ``psi_0 = sum_r sum_k (sinh(y_rk) + 1)`` over the two outputs ``k`` of
-  each cell: the last activation of Chen and Heyl's residual networks, whose sign can
-  change term by term; real derivatives as ``"signed"``);
+  of signed terms, ``psi_0 = sum_r sum_k (sinh(y_rk) + c)`` over the two outputs ``k`` of
+  each cell, ``c`` the head's ``offset``: with ``c = 1`` the last activation of Chen and
+  Heyl's residual networks; each term's sign can change; real derivatives as ``"signed"``);
 * ``readout``: ``"sum"`` over cells (translation-invariant for an equivariant backbone),
   ``"origin"`` (cell 0 only), or ``"plane_wave"`` (complex only:
   ``sum_r a_r + log sum_r exp(i phi_r + b_r)``, a momentum eigenstate for the cell
@@ -37,10 +37,13 @@ from quantax_lite.utils import tuning
 from ._checks import complex_dtype, real_dtype
 from .symmetrize import weighted_logsumexp
 
-__all__ = ["HEAD_KINDS", "READOUTS", "Head", "Network", "PhaseRule", "add_phase_rule", "angles", "signed_log",
-           "sinh_sum_log"]
+__all__ = ["HEAD_KINDS", "READOUTS", "SINH_OFFSET", "Head", "Network", "PhaseRule", "add_phase_rule", "angles",
+           "check_offset", "signed_log", "sinh_sum_log"]
 
 HEAD_KINDS = ("positive", "complex", "signed", "sinh")
+# the sinh head's offset c where none is given: 0.1 (c = 1 left one start in four of the 4x4
+# J1-J2 row caught at the Marshall signs, 0.1 none; docs/research_log.md)
+SINH_OFFSET = 0.1
 READOUTS = ("sum", "origin", "plane_wave")
 
 
@@ -65,8 +68,8 @@ def signed_log(log_amplitude, factor):
     return lax.complex(log_amplitude + jnp.log(magnitude), phase)
 
 
-def sinh_sum_log(y):
-    """``log sum_{r,k} (sinh(y_rk) + 1)`` for ``y`` ``(batch, cells, K)`` real: complex,
+def sinh_sum_log(y, offset: float = 1.0):
+    """``log sum_{r,k} (sinh(y_rk) + offset)`` for ``y`` ``(batch, cells, K)`` real: complex,
     imaginary part 0 or pi (the sum's sign). Computed relative to ``m = max |y|`` per row
     (``e^m`` factored out, held constant for the derivatives, which do not depend on it),
     so no term overflows; a sum that vanishes is clamped as in :func:`signed_log`. Terms
@@ -74,8 +77,20 @@ def sinh_sum_log(y):
     order-one rest in float32)."""
     y = y.reshape(y.shape[0], -1)
     m = lax.stop_gradient(jnp.max(jnp.abs(y), axis=-1, keepdims=True))
-    terms = 0.5 * (jnp.exp(y - m) - jnp.exp(-y - m)) + jnp.exp(-m)
+    terms = 0.5 * (jnp.exp(y - m) - jnp.exp(-y - m)) + offset * jnp.exp(-m)
     return signed_log(m[:, 0], terms.sum(axis=-1))
+
+
+def check_offset(offset, kind: str) -> float:
+    """``offset`` as a float: finite and >= 0 for the sinh head (``ValueError`` /
+    ``TypeError`` naming ``sinh_offset``), exactly 1 for any other ``kind``."""
+    if isinstance(offset, bool) or not isinstance(offset, (int, float, np.floating, np.integer)):
+        raise TypeError(f"sinh_offset: expected a number, got {offset!r}")
+    if not np.isfinite(offset) or offset < 0:
+        raise ValueError(f"sinh_offset: expected a finite number >= 0, got {offset!r}")
+    if kind != "sinh" and offset != 1:
+        raise ValueError(f"sinh_offset: only the 'sinh' amplitude has an offset, not {kind!r}")
+    return float(offset)
 
 
 def add_phase_rule(log_psi, s, site_phases):
@@ -97,7 +112,8 @@ class Head(nn.Module):
 
     Attributes: ``kind`` (:data:`HEAD_KINDS`), ``readout`` (:data:`READOUTS`),
     ``final_scale``, ``cell_phases`` (plane wave only: one angle per cell, default 0),
-    ``dtype`` (float32 / float64; complex64 / complex128 outputs).
+    ``dtype`` (float32 / float64; complex64 / complex128 outputs), ``offset`` (sinh only:
+    the constant ``c >= 0`` of each term ``sinh(y) + c``; 1 elsewhere).
     """
 
     kind: str = "complex"
@@ -105,10 +121,12 @@ class Head(nn.Module):
     final_scale: float = 1e-2
     cell_phases: Any = None
     dtype: Any = jnp.float64
+    offset: float = 1.0
 
     def __post_init__(self):
         if self.kind not in HEAD_KINDS:
             raise ValueError(f"amplitude: expected one of {HEAD_KINDS}, got {self.kind!r}")
+        check_offset(self.offset, self.kind)
         if self.readout not in READOUTS:
             raise ValueError(f"readout: expected one of {READOUTS}, got {self.readout!r}")
         if self.readout == "plane_wave" and self.kind != "complex":
@@ -159,7 +177,7 @@ class Head(nn.Module):
             return signed_log(pick(out[..., 0]), 1 + pick(out[..., 1]))
         if self.kind == "sinh":
             out = self.outputs(x)
-            return sinh_sum_log(out if self.readout == "sum" else out[:, :1])
+            return sinh_sum_log(out if self.readout == "sum" else out[:, :1], self.offset)
         if self.readout == "plane_wave":
             out = self.outputs(x)
             a, b = (lax.complex(out[..., i], out[..., i + 1]) for i in (0, 2))

@@ -52,7 +52,8 @@ def make_run_network(plan: Plan | Recipe, lattice, group, kind: str):
     recipe = plan.recipe
     dtype = jnp.float32 if recipe.precision == "f32" else jnp.float64
     return make_network(lattice, group, recipe.network, dict(plan.network_options), amplitude=kind,
-                        readout=plan.readout, site_phases=plan.site_phases(), final_scale=plan.init_scale, dtype=dtype)
+                        readout=plan.readout, site_phases=plan.site_phases(), final_scale=plan.init_scale,
+                        sinh_offset=recipe.sinh_offset if kind == "sinh" else None, dtype=dtype)
 
 
 def _param_layout(params):

@@ -23,6 +23,7 @@ SCHEMA_VERSION = 2
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
                           "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
                           "full_stage_samples": None, "full_stage_lr": None}
+# sinh_offset, added after runs with the sinh amplitude were made: theirs was 1 (migrate)
 # Options that runs of earlier versions recorded and that no longer exist: speed choices the
 # library now makes itself (quantax_lite.utils.tuning). A run recording one is read with a warning.
 OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
@@ -73,7 +74,8 @@ def config_of(recipe) -> dict:
 def migrate(config: dict, names, *, where: str = "the config") -> dict:
     """The recipe fields of a recorded ``config`` (of any version) in this version's form:
     ``names`` (the fields to read) taken from it, those it lacks as
-    :data:`FIELDS_OF_EARLIER_RUNS` gives them, ``schema_version`` kept. Options of earlier
+    :data:`FIELDS_OF_EARLIER_RUNS` gives them (a sinh run without ``sinh_offset``: 1),
+    ``schema_version`` kept. Options of earlier
     versions are dropped with a warning, run-control options silently; ``ValueError`` naming
     ``out_dir`` for an option this version does not know (``where``: the file, for the message)."""
     names = set(names)
@@ -90,5 +92,7 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
                       "earlier version that this one chooses itself (quantax_lite.utils.tuning); ignored.", stacklevel=3)
     fields = {**{k: v for k, v in FIELDS_OF_EARLIER_RUNS.items() if k in names},
               **{k: v for k, v in config.items() if k in names}}
+    if "sinh_offset" in names and "sinh_offset" not in config and config.get("amplitude") == "sinh":
+        fields["sinh_offset"] = 1.0
     fields["schema_version"] = config.get("schema_version", 1)
     return fields

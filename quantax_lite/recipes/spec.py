@@ -18,6 +18,7 @@ from . import energies, resolve, schema, stages
 from .plan import Plan, make_plan
 from .resources import Resources, check_chunk_size
 from quantax_lite.hamiltonians import hamiltonian_entry
+from quantax_lite.models.heads import SINH_OFFSET, check_offset
 from .fields import (AMPLITUDES, AUTO, COUPLINGS, HAMILTONIANS, MOMENTUM_READOUTS, NORMS, PHASE_RULES, PRECISIONS, SAMPLINGS,
                      check_choice, check_seed, float_or_auto, int_or_auto, int_or_float, is_auto, momentum_text,
                      network_option, parity_or_auto, parse_symmetry)
@@ -106,10 +107,14 @@ class Recipe:
                                            "3 in 2D, 5 in 1D)")
     norm: str = recipe_field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = recipe_field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
-                                  "learned sign), sinh (real psi = sum over cells of sinh(y) + 1, a sign per term), "
+                                  "learned sign), sinh (real psi = sum over cells of sinh(y) + c, a sign per term; "
+                                  "c: sinh-offset), "
                                   "complex (free phase); auto: positive where the basis makes the ground "
                                   "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
                                   "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
+    sinh_offset: float = recipe_field(SINH_OFFSET, float, "network", "the constant c >= 0 of the sinh amplitude's "
+                                      "terms sinh(y) + c (amplitude sinh only): 1 is Chen and Heyl's, and that of "
+                                      "sinh runs made before this option")
     precision: str = recipe_field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
     sampling: str = recipe_field(AUTO, str, "optimization", "metropolis: Markov-chain samples of |psi|^2 "
                                  "(samples per step); exact_sum: no samples, every configuration of the sector with its "
@@ -195,6 +200,9 @@ class Recipe:
                 positive_int(getattr(self, name), name)
         if self.depth is not None and not is_auto(self.depth):
             positive_int(self.depth, "depth", minimum=0)
+        check_offset(self.sinh_offset, "sinh")
+        if self.amplitude != "sinh" and self.sinh_offset != SINH_OFFSET:
+            raise FieldError("sinh_offset", f"sinh_offset: applies to amplitude 'sinh' only, not {self.amplitude!r}.")
         finite_number(self.lr, "lr", above=0)
         if not 0 < finite_number(self.sampling_power, "sampling_power") <= 1:
             raise FieldError("sampling_power", f"sampling_power: expected a number in (0, 1], got {self.sampling_power!r}.")
