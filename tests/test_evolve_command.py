@@ -156,6 +156,25 @@ def test_resume_refuses_an_option_that_differs_and_a_folder_of_no_evolution(quen
     assert len(err.splitlines()) == 1 and "error: --out: " in err and "no evolution" in err, err
 
 
+def test_an_evolution_recorded_by_an_earlier_version_resumes(quench, tmp_path):
+    """An evolution whose checkpoints record the recipe without a field added since (schema
+    version 2, no sinh_offset) resumes with only --t-end given."""
+    import shutil
+
+    out = tmp_path / "earlier"
+    shutil.copytree(quench, out)
+    for path in list_checkpoints(out):
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+        meta = json.loads(bytes(arrays["metadata"]).decode())
+        meta["config"]["recipe"].pop("sinh_offset")
+        meta["config"]["recipe"]["schema_version"] = 2
+        arrays["metadata"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        np.savez(path, **arrays)
+    assert main(["evolve", "--out", str(out), "--t-end", "0.1875", "--resume", "--no-progress"]) == 0
+    assert [r["t"] for r in read_log(out / "log.jsonl")][-1] == 0.1875
+
+
 @pytest.fixture(scope="module")
 def chain6_run(tmp_path_factory):
     """A one-step train run on chain:6 (complex network), to start from."""

@@ -171,16 +171,39 @@ def test_a_legacy_option_of_earlier_versions_is_ignored_with_a_warning(run_copy)
 
 
 def test_a_sinh_run_made_before_the_offset_option_reads_its_offset_of_one(run_copy):
-    """Runs recorded before ``sinh_offset`` existed: a sinh run had c = 1 (not the library's
-    0.1 of later runs), any other run the field's default."""
+    """Runs recorded before ``sinh_offset`` existed (schema version 2 or earlier): a sinh run
+    had c = 1 (not the library's 0.1 of later runs), any other run the field's default; the
+    same through ``Recipe(**config)`` (how a saved wavefunction's recipe is read)."""
     from quantax_lite.models.heads import SINH_OFFSET
 
-    _edit_config(run_copy, lambda config: config.pop("sinh_offset", None))
+    def earlier(config):
+        config.pop("sinh_offset", None)
+        config["schema_version"] = 2
+
+    _edit_config(run_copy, earlier)
     assert recipe_of_run(run_copy)[0].sinh_offset == SINH_OFFSET != 1.0
     _edit_config(run_copy, lambda config: config.update(amplitude="sinh"))
-    assert recipe_of_run(run_copy)[0].sinh_offset == 1.0
+    recipe, _, metadata = recipe_of_run(run_copy)
+    assert recipe.sinh_offset == 1.0 and Recipe(**metadata["config"]).sinh_offset == 1.0
+    assert Recipe(**recipe.config()) == recipe and recipe.config()["sinh_offset"] == 1.0
+    _edit_config(run_copy, lambda config: config.update(schema_version=3))  # a config of today records it
+    assert recipe_of_run(run_copy)[0].sinh_offset == SINH_OFFSET
     _edit_config(run_copy, lambda config: config.update(sinh_offset=0.3))
     assert recipe_of_run(run_copy)[0].sinh_offset == 0.3
+
+
+def test_a_warm_start_from_a_sinh_run_of_another_offset_is_refused(tmp_path, capsys):
+    """--init-from a sinh run with c = 1 into a sinh run with the default c: one line naming
+    --init-from, nothing written; with --sinh-offset 1 it starts."""
+    source, out = str(tmp_path / "source"), str(tmp_path / "run")
+    sinh = ["--amplitude", "sinh", "--iters", "1"]
+    assert main(TRAIN + sinh + ["--sinh-offset", "1", "--out", source]) == 0
+    capsys.readouterr()
+    assert main(TRAIN + sinh + ["--init-from", source, "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error: --init-from: " in err and "--sinh-offset 1" in err, err
+    assert not os.path.exists(out)
+    assert main(TRAIN + sinh + ["--sinh-offset", "1", "--init-from", source, "--out", out]) == 0
 
 
 # ------------------------------------------------------------------ 7. momentum

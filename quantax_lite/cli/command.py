@@ -249,6 +249,14 @@ def measure(args) -> dict:
     return obs
 
 
+def _differs(name: str, given, recorded) -> str:
+    """``--name given (was recorded)`` of an option that differs from the evolution's; a
+    switch by its name alone, a value not recorded as 'not given'."""
+    if isinstance(given, bool):
+        return f"{_option(name)} (was {'given' if recorded else 'not given'})"
+    return f"{_option(name)} {given} (was {'not given' if recorded is None else recorded})"
+
+
 def evolve_options(args) -> None:
     """Complete ``evolve``'s options on ``args``: with ``--resume``, each one not given is the
     evolution's own (:func:`~quantax_lite.cli.evolve_run.options_of_evolution`) and one given
@@ -257,7 +265,7 @@ def evolve_options(args) -> None:
 
     recorded = _usage(options_of_evolution, args.out) if args.resume else None
     if recorded is not None:
-        changed = [f"{_option(k)} {getattr(args, k)} (was {v})" for k, v in recorded.items()
+        changed = [_differs(k, getattr(args, k), v) for k, v in recorded.items()
                    if getattr(args, k) is not None and not same_option(k, getattr(args, k), v)]
         if changed:
             raise UsageError("--resume: these options differ from the evolution in the folder: " + ", ".join(changed))

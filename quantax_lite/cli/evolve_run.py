@@ -144,9 +144,14 @@ def options_of_evolution(out_dir) -> dict | None:
     return options
 
 
+# what evolve_run takes for these options left out (None)
+_EFFECTIVE = {"dt": 0.01, "tol": 1e-4}
+
+
 def same_option(name: str, given, recorded) -> bool:
     """Whether an option given equals the value an evolution recorded (folders by their
-    absolute path, lattices by name)."""
+    absolute path, lattices by name, ``dt`` and ``tol`` left out as the values taken)."""
+    given, recorded = (_EFFECTIVE.get(name) if v is None else v for v in (given, recorded))
     if given is None or recorded is None:
         return given is recorded
     if name == "init_from":
@@ -372,14 +377,34 @@ def evolve_run(out_dir, *, t_end: float, init_from=None, initial_state: str | No
     config = dict(init_from=None if init_from is None else os.path.abspath(os.fspath(init_from)),
                   initial_state=initial_state, recipe=run.recipe.config(), dt=dt, tol=tol, integrator=integrator,
                   regularization=regularization, rcond=rcond, diag_shift=diag_shift, imaginary=bool(imaginary))
+    # an evolution of an earlier version records its recipe in that version's form: compared as a recipe
+    compared = {**config, "recipe": _recipe_as_recorded(out, run.recipe)} if resume else config
     if not restart:  # nothing (or another evolution) to resume: refused before the folder and its lock are created
-        prepare_run_folder(out, resume=resume, restart=False, config=config)  # (only reads without restart)
+        prepare_run_folder(out, resume=resume, restart=False, config=compared)  # (only reads without restart)
     check_writable(out)
     with lock_run_folder(out):
-        prepare_run_folder(out, resume=resume, restart=restart, config=config)
+        prepare_run_folder(out, resume=resume, restart=restart, config=compared)
         say = announce if progress and announce is not None else (lambda line: None)
         return _evolve(run, tdvp, fresh, out, config, float(t_end), say, checkpoint_every=checkpoint_every,
                        keep_checkpoints=keep_checkpoints, resume=resume, progress=progress)
+
+
+def _recipe_as_recorded(out: str, recipe: Recipe) -> dict:
+    """``recipe``'s config, or the one the newest checkpoint in ``out`` records where that
+    reads as the same recipe (a config of an earlier version lacks later fields)."""
+    from quantax_lite.driver.checkpoint import newest_readable_checkpoint
+    from quantax_lite.recipes.schema import migrate
+
+    mine = recipe.config()
+    found = newest_readable_checkpoint(out) if os.path.isdir(out) else None
+    recorded = (found[1].get("config") or {}).get("recipe") if found is not None else None
+    if not isinstance(recorded, dict) or recorded == mine:
+        return mine
+    try:
+        same = Recipe(**migrate(recorded, {f.name for f in dataclasses.fields(Recipe)})).config() == mine
+    except (TypeError, ValueError):
+        return mine
+    return recorded if same else mine
 
 
 def _evolve(run, tdvp, state, out, config, t_end, say, *, checkpoint_every, keep_checkpoints, resume, progress):

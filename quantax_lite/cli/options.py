@@ -202,7 +202,7 @@ def _add_evolve(sub) -> None:
     e.add_argument("--seed", type=int, help="PRNG seed of the network and chains (default: 0)")
     e.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (default: 10)")
     e.add_argument("--resume", action="store_true", help="continue the evolution in --out: the options left out "
-                   "are the evolution's, one given must equal it (--t-end may grow)")
+                   "are the evolution's, any given must equal the evolution's (--t-end may grow)")
     e.add_argument("--restart", action="store_true", help="delete the evolution in --out and start again")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -238,7 +238,7 @@ def train(recipe: Recipe, out_dir: str | os.PathLike | None = None, *, iters: in
             raise FieldError("init_from", f"init_from: {os.fspath(init_from)} is the run's own folder (`out_dir`); "
                              "warm-start a run in another folder.")
         run_ = _build(recipe)
-        warm = initial_parameters(init_from, run_.state.params)
+        warm = initial_parameters(init_from, run_.state.params, sinh_offset=_sinh_offset(recipe))
     main = jax.process_index() == 0
     if main:
         _check_folder(out, resume=resume, restart=restart, config=config)
@@ -267,13 +267,18 @@ def _check_folder(out: str, *, resume: bool, restart: bool, config: dict) -> Non
         prepare_run_folder(out, resume=resume, restart=False, config=config, earlier=FIELDS_OF_EARLIER_RUNS)
 
 
+def _sinh_offset(recipe: Recipe) -> float | None:
+    """The recipe's sinh offset where its head is sinh, else None."""
+    return recipe.sinh_offset if recipe.amplitude == "sinh" else None
+
+
 def _summary_head(recipe: Recipe, r, exact) -> dict:
     """The summary's description of the run (before any step)."""
     exact_sum = recipe.sampling == "exact_sum"
     return dict(lattice=r.lattice.name, hamiltonian=recipe.hamiltonian, n_sites=r.lattice.n_sites,
                 n_params=r.n_params, network=recipe.network, network_options=recipe.network_options,
                 amplitude=recipe.amplitude_kind(r.hamiltonian),
-                sinh_offset=recipe.sinh_offset if recipe.amplitude_kind(r.hamiltonian) == "sinh" else None,
+                sinh_offset=_sinh_offset(recipe),
                 sampling=recipe.sampling, n_samples=r.vmc.n_samples,
                 full_stage_samples=recipe.full_stage_samples, full_stage_lr=recipe.full_stage_lr,
                 n_eval_samples=None if exact_sum else recipe.n_eval_samples,
@@ -376,7 +381,7 @@ def dry_run(recipe: Recipe, *, init_from: str | os.PathLike | None = None) -> di
     recipe = r.recipe  # every 'auto' decided
     state, source = r.state, None
     if init_from is not None:
-        warm = initial_parameters(init_from, r.state.params)
+        warm = initial_parameters(init_from, r.state.params, sinh_offset=_sinh_offset(recipe))
         state, source = switch_stage(r, r.state._replace(params=warm.params)), warm.source
     try:
         sizes = r.vmc.chunk_sizes(r.state.params)

@@ -104,7 +104,8 @@ def _mismatch(rows) -> str | None:
     return found[0] + (f" (and {more} more of the {len(rows)} leaves)" if more else "")
 
 
-def initial_parameters(source_dir: str | os.PathLike, params_template: Any) -> WarmStart:
+def initial_parameters(source_dir: str | os.PathLike, params_template: Any, *,
+                       sinh_offset: float | None = None) -> WarmStart:
     """The parameters of the newest readable checkpoint of the run folder ``source_dir``,
     shaped, typed and sharded like ``params_template`` (this run's freshly initialized
     parameters), and where they come from (:class:`WarmStart`).
@@ -113,7 +114,9 @@ def initial_parameters(source_dir: str | os.PathLike, params_template: Any) -> W
     the parameter trees differ in a leaf's path, shape or dtype (the message names the
     first such leaf, e.g. ``base/input_conv/kernel is (3, 3, 1, 16) there, (3, 3, 1, 8)
     here``): warm starts need the same network with the same options, one whose parameters
-    do not depend on the lattice size.
+    do not depend on the lattice size; also where this run's sinh head (``sinh_offset``, None
+    for another head) has another offset than the source's sinh head (a source recorded
+    without one had 1).
     """
     path = check_source(source_dir)
     try:
@@ -128,8 +131,13 @@ def initial_parameters(source_dir: str | os.PathLike, params_template: Any) -> W
         raise FieldError("init_from", f"init_from: the networks differ: {differs}; warm starts need the same network "
                          "with the same options, and parameters that do not depend on the lattice size (as the "
                          "conv net's).")
-    params = load_checkpoint_part(ckpt, loaded, params_template, _PARAMS)
     config = metadata.get("config") if isinstance(metadata.get("config"), dict) else {}
+    theirs = config.get("sinh_offset", 1.0)  # (every config recorded since the option records it)
+    if sinh_offset is not None and config.get("amplitude") == "sinh" and theirs != sinh_offset:
+        raise FieldError("init_from", f"init_from: the run there has the sinh offset {theirs:g}, this one "
+                         f"{sinh_offset:g}: its parameters would start another wavefunction; give `sinh_offset` "
+                         f"{theirs:g}.")
+    params = load_checkpoint_part(ckpt, loaded, params_template, _PARAMS)
     iteration = int(loaded[_ITERATION]) if _ITERATION in loaded else None
     return WarmStart(params, {"path": path, "iteration": iteration, "lattice": config.get("lattice")})
 

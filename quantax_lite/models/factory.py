@@ -208,7 +208,7 @@ def make_conv_nqs(lattice, symmetry=None, options=None, *, amplitude: str = "com
     complex128 (float64) or complex64 (float32).
     """
     options, amplitude, named = _conv_options(options, amplitude, keywords)
-    offset = sinh_offset_of(amplitude, sinh_offset)
+    offset = _sinh_offset_of(amplitude, sinh_offset)
     complex_output, signed = amplitude != "positive", amplitude == "signed"
     table = _lattice_table(lattice, symmetry)
     arch = options.architecture(lattice)
@@ -289,7 +289,7 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
     if equivariance == "projects":
         table = None
     scale = 1e-2 if final_scale is None else finite_number(final_scale, "final_scale", above=0)
-    offset = sinh_offset_of(amplitude, sinh_offset)
+    offset = _sinh_offset_of(amplitude, sinh_offset)
 
     def base(readout, cell_phases):
         net = Network(backbone, Head(amplitude, readout, scale, cell_phases, dtype, offset))
@@ -299,7 +299,7 @@ def make_network(lattice, symmetry=None, network: str = "conv", options=None, *,
                    stride=getattr(backbone, "translation_stride", None))
 
 
-def sinh_offset_of(amplitude: str, sinh_offset) -> float:
+def _sinh_offset_of(amplitude: str, sinh_offset) -> float:
     """The head's offset: ``sinh_offset`` checked (:func:`~quantax_lite.models.heads.check_offset`),
     or for None :data:`~quantax_lite.models.heads.SINH_OFFSET` (sinh) and 1 (the other heads)."""
     if sinh_offset is None:

@@ -3,7 +3,9 @@
 version, and how the forms of earlier versions read (:func:`migrate`).
 
 Versions: 1, the configs written before they carried ``schema_version`` (read as 1 where it
-is absent); 2, the same fields with ``schema_version`` (this one). A config of version 1 may
+is absent); 2, the same fields with ``schema_version``; 3, with ``sinh_offset`` (this one: a
+recipe of an earlier version with ``amplitude`` sinh has the offset 1 it was trained with,
+:func:`earlier_sinh_offset`). A config of version 1 may
 lack fields added since (:data:`FIELDS_OF_EARLIER_RUNS` gives the values those runs had) and
 may record options that no longer exist (:data:`OPTIONS_OF_EARLIER_VERSIONS`) or options of
 how the run was carried out (:data:`RUN_CONTROL_OPTIONS`)."""
@@ -17,13 +19,12 @@ from quantax_lite.geometry.lattice import parse_lattice
 from .resources import RESOURCE_FIELDS
 
 # the version of the form config_of writes; configs without one are of version 1
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Recipe fields added after runs were made without them, with the value those runs had
 # (the sector fields' None: k = 0, spin parity not imposed with translations, +1 with full).
 FIELDS_OF_EARLIER_RUNS = {"norm": "layer", "momentum": None, "spin_parity": None, "rotation_parity": None,
                           "phase_rule": "none", "momentum_readout": "origin", "sampling": "metropolis",
                           "full_stage_samples": None, "full_stage_lr": None}
-# sinh_offset, added after runs with the sinh amplitude were made: theirs was 1 (migrate)
 # Options that runs of earlier versions recorded and that no longer exist: speed choices the
 # library now makes itself (quantax_lite.utils.tuning). A run recording one is read with a warning.
 OPTIONS_OF_EARLIER_VERSIONS = {"conv": "the convolution's form", "gram_precision": "the SR Gram matrix's precision"}
@@ -45,6 +46,14 @@ def check_schema_version(version) -> None:
     if version > SCHEMA_VERSION:
         raise FieldError("schema_version", f"schema_version: {version}: written by a newer version of quantax_lite (this one reads "
                          f"up to {SCHEMA_VERSION}); read it with that version.")
+
+
+def earlier_sinh_offset(version, amplitude: str, offset: float) -> float:
+    """The sinh offset of a recipe recorded by ``version`` (None: made in code): 1 for a
+    sinh recipe of version 2 or earlier, which had no such field and was trained with c = 1
+    (its ``offset`` is then the field's default, as no earlier config records one);
+    ``offset`` otherwise."""
+    return 1.0 if version is not None and version < 3 and amplitude == "sinh" else offset
 
 
 def resolved_or_self(recipe):
@@ -74,8 +83,8 @@ def config_of(recipe) -> dict:
 def migrate(config: dict, names, *, where: str = "the config") -> dict:
     """The recipe fields of a recorded ``config`` (of any version) in this version's form:
     ``names`` (the fields to read) taken from it, those it lacks as
-    :data:`FIELDS_OF_EARLIER_RUNS` gives them (a sinh run without ``sinh_offset``: 1),
-    ``schema_version`` kept. Options of earlier
+    :data:`FIELDS_OF_EARLIER_RUNS` gives them, ``schema_version`` kept (the recipe reads a
+    sinh run of version 2 or earlier with its offset 1: :func:`earlier_sinh_offset`). Options of earlier
     versions are dropped with a warning, run-control options silently; ``ValueError`` naming
     ``out_dir`` for an option this version does not know (``where``: the file, for the message)."""
     names = set(names)
@@ -92,7 +101,5 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
                       "earlier version that this one chooses itself (quantax_lite.utils.tuning); ignored.", stacklevel=3)
     fields = {**{k: v for k, v in FIELDS_OF_EARLIER_RUNS.items() if k in names},
               **{k: v for k, v in config.items() if k in names}}
-    if "sinh_offset" in names and "sinh_offset" not in config and config.get("amplitude") == "sinh":
-        fields["sinh_offset"] = 1.0
     fields["schema_version"] = config.get("schema_version", 1)
     return fields

@@ -108,13 +108,13 @@ class Recipe:
     norm: str = recipe_field("none", str, "network", "a LayerNorm over the channels before each activation", NORMS)
     amplitude: str = recipe_field("auto", str, "network", "network output: positive (real log psi), signed (real psi, "
                                   "learned sign), sinh (real psi = sum over cells of sinh(y) + c, a sign per term; "
-                                  "c: sinh-offset), "
+                                  "c: --sinh-offset), "
                                   "complex (free phase); auto: positive where the basis makes the ground "
                                   "state positive (heisenberg with the Marshall sign, tfim), complex for heisenberg / j1j2 on "
                                   "triangular and kagome lattices (from a random start), signed otherwise", AMPLITUDES)
     sinh_offset: float = recipe_field(SINH_OFFSET, float, "network", "the constant c >= 0 of the sinh amplitude's "
-                                      "terms sinh(y) + c (amplitude sinh only): 1 is Chen and Heyl's, and that of "
-                                      "sinh runs made before this option")
+                                      "terms sinh(y) + c (amplitude sinh only; 0 lets a term's sum start at a "
+                                      "node): 1 is Chen and Heyl's, and runs recorded without it read 1")
     precision: str = recipe_field("f32", str, "network", "network precision (the SR solve is float64)", PRECISIONS)
     sampling: str = recipe_field(AUTO, str, "optimization", "metropolis: Markov-chain samples of |psi|^2 "
                                  "(samples per step); exact_sum: no samples, every configuration of the sector with its "
@@ -179,6 +179,8 @@ class Recipe:
     def _check(self, schema_version) -> None:
         """The checks of every field, then across fields (:func:`resolve.check`)."""
         schema.check_schema_version(schema_version)
+        object.__setattr__(self, "sinh_offset", schema.earlier_sinh_offset(schema_version, self.amplitude,
+                                                                           self.sinh_offset))
         check_choice(self.hamiltonian, "hamiltonian", HAMILTONIANS)
         resolve.decide_sampling(self)  # 'auto' sampling and symmetry, from the lattice and model alone
         parse_symmetry(self.symmetry)
@@ -202,7 +204,8 @@ class Recipe:
             positive_int(self.depth, "depth", minimum=0)
         check_offset(self.sinh_offset, "sinh")
         if self.amplitude != "sinh" and self.sinh_offset != SINH_OFFSET:
-            raise FieldError("sinh_offset", f"sinh_offset: applies to amplitude 'sinh' only, not {self.amplitude!r}.")
+            raise FieldError("sinh_offset", f"sinh_offset: only the 'sinh' amplitude has an offset, not "
+                             f"{self.amplitude!r}" + (" (give `amplitude` sinh)." if self.amplitude == AUTO else "."))
         finite_number(self.lr, "lr", above=0)
         if not 0 < finite_number(self.sampling_power, "sampling_power") <= 1:
             raise FieldError("sampling_power", f"sampling_power: expected a number in (0, 1], got {self.sampling_power!r}.")
