@@ -92,7 +92,7 @@ def check_options(*, init_from, initial_state, lattice, hamiltonian, t_end, dt, 
         raise FieldError("integrator", f"integrator: expected one of {', '.join(INTEGRATORS)}, got {integrator!r}.")
     if integrator == "adaptive":
         with concerning("tol"):
-            finite_number(tol if tol is not None else 1e-4, "tol", above=0)
+            finite_number(tol if tol is not None else _TAKEN["tol"], "tol", above=0)
     elif tol is not None:
         raise FieldError("tol", f"tol: only the adaptive integrator has a tolerance; pass `dt` with {integrator}.")
     if dt is not None:
@@ -116,6 +116,8 @@ EVOLUTION_DEFAULTS = {"init_from": None, "initial_state": None, "lattice": None,
                       "J2": None, "dt": None, "tol": None, "integrator": "adaptive", "regularization": "pinv",
                       "rcond": 1e-6, "diag_shift": 1e-6, "sampling": "exact_sum", "samples": None,
                       "imaginary": False, "seed": 0}
+# what evolve_run takes for these options left out (None): the first step, the adaptive tolerance
+_TAKEN = {"dt": 0.01, "tol": 1e-4}
 
 
 def options_of_evolution(out_dir) -> dict | None:
@@ -134,24 +136,20 @@ def options_of_evolution(out_dir) -> dict | None:
     if metadata.get("kind") != "evolve" or not isinstance(config, dict) or not isinstance(config.get("recipe"), dict):
         raise FieldError("out_dir", f"out_dir: {out} holds no evolution to resume (its checkpoints are not "
                          "quantax-lite evolve's); choose the evolution's folder.")
-    recipe = config["recipe"]
-    options = {k: config.get(k, EVOLUTION_DEFAULTS[k]) for k in
-               ("init_from", "initial_state", "dt", "tol", "integrator", "regularization", "rcond", "diag_shift",
-                "imaginary")}
+    recipe = config["recipe"]  # the rest as evolve_run records them, beside the recipe
+    options = {**EVOLUTION_DEFAULTS, **{k: v for k, v in config.items() if k in EVOLUTION_DEFAULTS}}
     options.update(lattice=recipe.get("lattice"), hamiltonian=recipe.get("hamiltonian"), h=recipe.get("h"),
                    J2=recipe.get("J2"), sampling=recipe.get("sampling", "exact_sum"), seed=recipe.get("seed", 0),
                    samples=recipe.get("samples") if recipe.get("sampling") == "metropolis" else None)
     return options
 
 
-# what evolve_run takes for these options left out (None)
-_EFFECTIVE = {"dt": 0.01, "tol": 1e-4}
 
 
 def same_option(name: str, given, recorded) -> bool:
     """Whether an option given equals the value an evolution recorded (folders by their
     absolute path, lattices by name, ``dt`` and ``tol`` left out as the values taken)."""
-    given, recorded = (_EFFECTIVE.get(name) if v is None else v for v in (given, recorded))
+    given, recorded = (_TAKEN.get(name) if v is None else v for v in (given, recorded))
     if given is None or recorded is None:
         return given is recorded
     if name == "init_from":
@@ -206,7 +204,7 @@ def _uniform(params):
 
 
 def _integrator(name: str, tol):
-    return Adaptive(tol=1e-4 if tol is None else tol) if name == "adaptive" else _FIXED[name]()
+    return Adaptive(tol=_TAKEN["tol"] if tol is None else tol) if name == "adaptive" else _FIXED[name]()
 
 
 def _regularization(name: str, rcond: float, diag_shift: float):
@@ -373,7 +371,7 @@ def evolve_run(out_dir, *, t_end: float, init_from=None, initial_state: str | No
     tdvp = TDVP(run.hamiltonian, run.sampler, n_samples=run.vmc.n_samples, integrator=_integrator(integrator, tol),
                 regularization=_regularization(regularization, rcond, diag_shift), imaginary=bool(imaginary))
     with concerning("dt"):
-        fresh = tdvp.init(params, seed_key(seed), dt=0.01 if dt is None else dt)
+        fresh = tdvp.init(params, seed_key(seed), dt=_TAKEN["dt"] if dt is None else dt)
     config = dict(init_from=None if init_from is None else os.path.abspath(os.fspath(init_from)),
                   initial_state=initial_state, recipe=run.recipe.config(), dt=dt, tol=tol, integrator=integrator,
                   regularization=regularization, rcond=rcond, diag_shift=diag_shift, imaginary=bool(imaginary))

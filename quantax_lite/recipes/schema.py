@@ -5,10 +5,10 @@ version, and how the forms of earlier versions read (:func:`migrate`).
 Versions: 1, the configs written before they carried ``schema_version`` (read as 1 where it
 is absent); 2, the same fields with ``schema_version``; 3, with ``sinh_offset`` (this one: a
 recipe of an earlier version with ``amplitude`` sinh has the offset 1 it was trained with,
-:func:`earlier_sinh_offset`). A config of version 1 may
-lack fields added since (:data:`FIELDS_OF_EARLIER_RUNS` gives the values those runs had) and
-may record options that no longer exist (:data:`OPTIONS_OF_EARLIER_VERSIONS`) or options of
-how the run was carried out (:data:`RUN_CONTROL_OPTIONS`)."""
+:func:`earlier_sinh_offset`). A config of version 1 may lack fields added since
+(:data:`FIELDS_OF_EARLIER_RUNS` gives the values those runs had) and may record options
+that no longer exist (:data:`OPTIONS_OF_EARLIER_VERSIONS`) or options of how the run was
+carried out (:data:`RUN_CONTROL_OPTIONS`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -84,8 +84,8 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
     """The recipe fields of a recorded ``config`` (of any version) in this version's form:
     ``names`` (the fields to read) taken from it, those it lacks as
     :data:`FIELDS_OF_EARLIER_RUNS` gives them, ``schema_version`` kept (the recipe reads a
-    sinh run of version 2 or earlier with its offset 1: :func:`earlier_sinh_offset`). Options of earlier
-    versions are dropped with a warning, run-control options silently; ``ValueError`` naming
+    sinh run of version 2 or earlier with its offset 1: :func:`earlier_sinh_offset`).
+    Options of earlier versions are dropped with a warning, run-control options silently; ``ValueError`` naming
     ``out_dir`` for an option this version does not know (``where``: the file, for the message)."""
     names = set(names)
     check_schema_version(config.get("schema_version"))
