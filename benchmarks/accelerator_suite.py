@@ -170,6 +170,9 @@ def run_train(args, budget_s: float, out_dir: str) -> dict:
     return out
 
 
+TDVP_PROGRESS_LINES = 12  # the tdvp worker's progress lines kept where it fails
+
+
 def run_tdvp(args, budget_s: float, out_dir: str) -> dict:
     """``benchmarks/tdvp_peers.py --only quantax_lite`` in a subprocess (its worker killed at
     ``budget_s``): milliseconds per TDVP step after the warm-up, the warm-up (compilation),
@@ -184,12 +187,15 @@ def run_tdvp(args, budget_s: float, out_dir: str) -> dict:
         proc = run_process_group(cmd, budget_s + 30, cwd=os.path.dirname(HERE))  # its worker killed with it
     except subprocess.TimeoutExpired:
         return dict(out, error=f"killed after {budget_s + 30:.0f} s")
+    # where a row fails, the worker's last progress lines say where its time went
+    progress = [line for line in (proc.stderr or "").splitlines() if line.strip()][-TDVP_PROGRESS_LINES:]
     if proc.returncode:
-        return dict(out, error=last_line(proc.stderr) or last_line(proc.stdout) or f"exit {proc.returncode}")
+        return dict(out, error=last_line(proc.stderr) or last_line(proc.stdout) or f"exit {proc.returncode}",
+                    progress=progress)
     with open(path) as fh:
         row = json.load(fh)["rows"][0]
     if row.get("status") != "measured":
-        return dict(out, error=row.get("error", "not measured"))
+        return dict(out, error=row.get("error", "not measured"), progress=progress)
     out.update({k: row.get(k) for k in ("n_params", "n_samples", "steps", "warmup_s", "warmup_steps", "evolve_s",
                                         "max_dsx", "solve")})
     out["step_ms"] = 1e3 * row["evolve_s"] / row["steps"]

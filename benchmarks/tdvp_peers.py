@@ -11,7 +11,12 @@ the same network from the same parameters with the same sampling, integrator and
   convs C -> C with bias), GELU, a per-site readout C -> 2 without bias (real and imaginary
   part of log psi) summed; real float32 parameters, complex log psi; C = 8, D = 2: 2,432
   parameters. Ours is the recipe's; NetKet's the same function written in flax (checked
-  equal up to a constant and 2 pi in the phase). Both start from the same numbers
+  equal up to a constant and 2 pi in the phase). ``--symmetry full``: both projected on the
+  full group of the lattice, translations x C4v x spin inversion (256 elements; characters
+  1, the sector of the +x state): ours as the recipe's ``symmetry="full"`` does it (the 16
+  translations of a translation-invariant network merged, 16 evaluations per
+  configuration), NetKet's as a flax user writes it, log sum_g psi_0(g s) over every one of
+  the 256 images (``_tdvp_flax.py``); the same function. Both start from the same numbers
   (:func:`initial_layers`: backbone normal with std 1/sqrt(fan-in), biases 0, readout 0,
   which is exactly the +x state);
 * samples: ``--samples`` per evaluation of the equation, one Metropolis chain per sample,
@@ -42,7 +47,7 @@ measurement noise, outside the timing), compared with the exact propagator
 (``quantax_lite.exact.exact_evolution``). The ratio is NetKet's seconds per unit time over
 ours; "as accurate": our max |Δ⟨σx⟩| at most NetKet's, or within the issue's 2e-2.
 
-    python benchmarks/tdvp_peers.py [--quick] [--json [PATH]] [--python PATH] [--only NAME]
+    python benchmarks/tdvp_peers.py [--quick] [--symmetry full] [--json [PATH]] [--python PATH] [--only NAME]
 
 ``--python``: the interpreter of the NetKet row (a virtual environment with NetKet; ours
 runs under this one). A package that does not import gives the row ``"not installed"``, a
@@ -70,12 +75,13 @@ if HERE not in sys.path:  # the harness (stdlib only: the workers run it under a
 from _common import (add_json_option, host_info, load_average, report_row, results_file, script_parser,  # noqa: E402
                      worker_row, write_result)
 import _worker_progress  # noqa: E402
+from _tdvp_flax import SYMMETRIES, flax_module  # noqa: E402
 
 DEFAULT_JSON = results_file("tdvp_peers.json")
 PEERS = ("quantax_lite", "netket")
 L, N_SITES, J, H = 4, 16, 1.0, 3.04  # h_c = 3.044 (Pauli units) for the 2D TFIM
 TOLERANCE = 2e-2  # issue 53's tolerance on <σx>(t) for this quench
-WORKER_OPTIONS = ("samples", "dt", "t_end", "points", "warmup", "channels", "depth", "rcond", "seed")
+WORKER_OPTIONS = ("samples", "dt", "t_end", "points", "warmup", "channels", "depth", "rcond", "seed", "symmetry")
 
 
 # --------------------------------------------------------------------------- #
@@ -190,7 +196,7 @@ def run_quantax_lite(cfg) -> dict:
         f"x64 {jax.config.jax_enable_x64}; building the network")
     recipe = Recipe(lattice="4x4", hamiltonian="tfim", h=H, amplitude="complex", marshall=False, seed=cfg.seed,
                     sampling="metropolis", samples=cfg.samples, chains=cfg.samples, sweep_size=N_SITES,
-                    channels=cfg.channels, depth=cfg.depth, kernel_size=3, precision="f32")
+                    channels=cfg.channels, depth=cfg.depth, kernel_size=3, precision="f32", symmetry=cfg.symmetry)
     r = build(recipe)
     params = jax.tree.map(lambda x: x, r.state.params)  # fresh containers, filled below
     base = params["params"]["base"]
@@ -236,37 +242,9 @@ def run_quantax_lite(cfg) -> dict:
     run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params), grid(cfg), say)
     return {"version": __version__, "jax": jax.__version__, "n_params": int(r.n_params), "n_samples": cfg.samples,
             "steps": int(holder["state"].step), "warmup_s": warmup_s, "warmup_steps": cfg.warmup, **run,
-            "network": f"recipe conv net (channels {cfg.channels}, depth {cfg.depth}, 3x3), complex head",
+            "network": f"recipe conv net (channels {cfg.channels}, depth {cfg.depth}, 3x3), complex head, "
+                       f"symmetry {cfg.symmetry}",
             "solve": f"{regularization!r}; Jacobian float32, S and solve in {np.dtype(tuning.wide_dtype()).name}"}
-
-
-def _flax_module(channels: int, depth: int):
-    """The same network in flax (parameters as :func:`initial_layers` names them): spins
-    (batch, 16) reshaped to the 4x4 grid (site x * 4 + y at (x, y), NetKet's ``Square``
-    order), periodic 3x3 convs by wrap padding, a complex log psi."""
-    import flax.linen as nn
-    import jax
-    import jax.numpy as jnp
-
-    class ConvComplex(nn.Module):
-        @nn.compact
-        def __call__(self, s):
-            x = jnp.asarray(s, jnp.float32).reshape(-1, L, L, 1)
-
-            def conv(h, name):
-                h = jnp.pad(h, ((0, 0), (1, 1), (1, 1), (0, 0)), mode="wrap")
-                return nn.Conv(channels, (3, 3), padding="VALID", dtype=jnp.float32, param_dtype=jnp.float32,
-                               name=name)(h)
-
-            x = conv(x, "input_conv")
-            for b in range(depth):
-                h = conv(nn.gelu(x), f"blocks_{b}_conv1")
-                x = x + conv(nn.gelu(h), f"blocks_{b}_conv2")
-            out = nn.Dense(2, use_bias=False, dtype=jnp.float32, param_dtype=jnp.float32, name="readout")(nn.gelu(x))
-            out = out.reshape(out.shape[0], -1, 2).sum(axis=1)
-            return jax.lax.complex(out[:, 0], out[:, 1]).reshape(jnp.shape(s)[:-1])
-
-    return ConvComplex()
 
 
 def run_netket(cfg) -> dict:
@@ -283,7 +261,7 @@ def run_netket(cfg) -> dict:
         raise RuntimeError("NetKet's Square(4) numbers its sites otherwise than x * 4 + y")
     hilbert = nk.hilbert.Spin(0.5, N=N_SITES)
     ham = nk.operator.Ising(hilbert, graph, h=H, J=-J)  # NetKet: -h sum σx + J sum σzσz
-    model = _flax_module(cfg.channels, cfg.depth)
+    model = flax_module(cfg.channels, cfg.depth, cfg.symmetry)
     variables = {"params": jax.tree.map(jnp.asarray, initial_layers(cfg.channels, cfg.depth, cfg.seed))}
     sampler = nk.sampler.MetropolisLocal(hilbert, n_chains=cfg.samples, sweep_size=N_SITES)
     vstate = nk.vqs.MCState(sampler, model, n_samples=cfg.samples, n_discard_per_chain=0, variables=variables,
@@ -322,7 +300,8 @@ def run_netket(cfg) -> dict:
     jac, dense = np.dtype(qgt.O.dtype).name, np.dtype(qgt.to_dense().dtype).name
     return {"version": nk.__version__, "jax": jax.__version__, "n_params": int(vstate.n_parameters),
             "n_samples": int(vstate.n_samples), "steps": int(driver.step_count) - first_step, "warmup_s": warmup_s,
-            "warmup_steps": cfg.warmup, **run, "network": "the same conv net in flax, complex log psi",
+            "warmup_steps": cfg.warmup, **run, "network": "the same conv net in flax, complex log psi"
+            + (", every one of the 256 group images evaluated" if cfg.symmetry == "full" else ""),
             "solve": f"{type(qgt).__name__} + pinv_smooth(" + (f"rtol_smooth={cfg.rcond:g})" if cfg.smooth
                                                               else f"rtol={cfg.rcond:g})")
             + f"; Jacobian {jac}, S = O^T O in it, solved in {dense}",
@@ -353,7 +332,8 @@ def run_row(name: str, python: str, args) -> dict:
     progress line). Its progress is echoed to stderr while it runs."""
     cmd = [python, os.path.abspath(__file__), "--worker", name]
     for option in WORKER_OPTIONS:
-        cmd += [f"--{option.replace('_', '-')}", repr(getattr(args, option))]
+        value = getattr(args, option)
+        cmd += [f"--{option.replace('_', '-')}", value if isinstance(value, str) else repr(value)]
     cmd += ["--smooth"] if args.smooth else []
     with _worker_progress.echoed_progress(f"tdvp_peers_{name}_") as (log, lines):
         row = worker_row(name, cmd + ["--progress-log", log], args.timeout)
@@ -433,6 +413,9 @@ def parse(argv=None):
                         help="eigenvalues of S below rcond x the largest dropped (default 1e-6, the command's)")
     parser.add_argument("--smooth", action="store_true", help="the smooth cutoff in both rows instead of the hard one")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--symmetry", choices=SYMMETRIES, default="translations",
+                        help="the network as it is (translations: its sum over sites is invariant already) or "
+                             "projected on the full group (translations x C4v x spin inversion; default translations)")
     add_json_option(parser, DEFAULT_JSON, "asked")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the NetKet row (default: this one)")
     parser.add_argument("--only", choices=PEERS, action="append", help="run only these rows")

@@ -1058,14 +1058,17 @@ def test_tdvp_peers_compares_rows_against_exact_and_says_not_installed_and_faile
     assert not layers["readout"]["kernel"].any()
 
 
-def test_tdvp_peers_flax_network_is_the_recipes():
+@pytest.mark.parametrize("symmetry", ["translations", "full"])
+def test_tdvp_peers_flax_network_is_the_recipes(symmetry):
     """NetKet's row evaluates the recipe's network: the same log psi up to a constant (the
-    symmetrization's log 16) and 2 pi in the phase, from the same parameters."""
+    translations' log 16, as ours counts the 16 equal images once) and 2 pi in the phase,
+    from the same parameters; with ``--symmetry full`` both projected on the 256 elements of
+    translations x C4v x spin inversion (theirs evaluating every image)."""
     tdvp_peers = load("tdvp_peers")
     from quantax_lite import Recipe, build
 
     r = build(Recipe(lattice="4x4", hamiltonian="tfim", h=3.04, amplitude="complex", marshall=False, samples=8,
-                     sampling="metropolis", channels=2, depth=1, kernel_size=3, precision="f32"))
+                     sampling="metropolis", channels=2, depth=1, kernel_size=3, precision="f32", symmetry=symmetry))
     layers = tdvp_peers.initial_layers(2, 1, 3)
     layers["readout"]["kernel"] = np.random.default_rng(0).standard_normal((2, 2)).astype(np.float32)
     base = r.state.params["params"]["base"]
@@ -1073,10 +1076,17 @@ def test_tdvp_peers_flax_network_is_the_recipes():
                                 "blocks_0": {"conv1": layers["blocks_0_conv1"], "conv2": layers["blocks_0_conv2"]}}}}
     assert jax.tree.map(np.shape, ours["params"]["base"]) == jax.tree.map(np.shape, base)
     s = jnp.asarray(np.random.default_rng(1).choice([-1, 1], size=(64, 16)), jnp.int8)
-    theirs = tdvp_peers._flax_module(2, 1).apply({"params": layers}, s)
+    theirs = tdvp_peers.flax_module(2, 1, symmetry).apply({"params": layers}, s)
     d = np.asarray(r.model.apply(ours, s)) - np.asarray(theirs)
-    assert np.allclose(d.real, np.log(16), atol=1e-4)
-    assert np.allclose(np.exp(1j * d.imag), 1, atol=1e-4)
+    assert np.allclose(d.real, d.real[0], atol=1e-4) and np.allclose(np.exp(1j * (d.imag - d.imag[0])), 1, atol=1e-4)
+    if symmetry == "translations":
+        assert np.allclose(d.real, np.log(16), atol=1e-4)
+    perms, flips = load("_tdvp_flax").full_group()
+    assert len({(tuple(p), f) for p, f in zip(perms, flips)}) == 256  # distinct elements
+    composed = {tuple(p[q]) for p in perms[:128] for q in perms[:128]}
+    assert composed == {tuple(p) for p in perms[:128]}  # closed: a group
+    with pytest.raises(ValueError, match="symmetry"):
+        tdvp_peers.flax_module(2, 1, "point")
 
 
 @pytest.mark.slow  # a minute or more: our row (a recipe build and the step's compilation) and the exact propagator
@@ -1141,3 +1151,26 @@ def test_network_cost_quick(tmp_path):
     assert rows["conv"]["images"] == 1 and rows["vit"]["images"] == 4 and rows["vit"]["group_elements"] == 16
     assert all(positive(r["us_per_sample"]) and positive(r["flops_per_sample"]) for r in rows.values())
     assert rows["conv"]["time_vs_conv"] == 1.0 and result["lattice"] == "4x4"
+
+
+def test_accelerator_suite_tdvp_part_keeps_the_failed_workers_progress(tmp_path, monkeypatch):
+    """Where the tdvp part's row fails (a chip run once gave only "no result within 210 s"),
+    the part records the worker's last progress lines beside the error, so the next run says
+    where its time went; at most ``TDVP_PROGRESS_LINES`` of them."""
+    import subprocess
+    import types
+
+    suite = load("accelerator_suite")
+    lines = [f"[quantax_lite] {k:.1f} s: step {k}" for k in range(30)]
+
+    def fake(cmd, timeout, **kwargs):
+        path = cmd[cmd.index("--json") + 1]
+        with open(path, "w") as fh:
+            json.dump({"rows": [{"status": "failed", "error": "no result within 200 s"}]}, fh)
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="\n".join(lines) + "\n")
+
+    monkeypatch.setattr(suite, "run_process_group", fake)
+    args = types.SimpleNamespace(quick=False, tdvp_t_end=0.1)
+    part = suite.run_tdvp(args, 210.0, str(tmp_path))
+    assert part["error"] == "no result within 200 s"
+    assert part["progress"] == lines[-suite.TDVP_PROGRESS_LINES:] and suite.TDVP_PROGRESS_LINES < len(lines)
