@@ -30,6 +30,23 @@ def full_group() -> tuple:
     return perms, flips
 
 
+def orbits(states) -> tuple:
+    """``(representatives (R, 16), inverse (M,))`` of configurations ``states`` (M, 16) ±1
+    under :func:`full_group`: ``representatives[inverse]`` lies in the orbit of each state
+    (the orbit's image of least binary code), so a function invariant under the group is
+    known on ``states`` from its R values on the representatives."""
+    import numpy as np
+
+    perms, flips = full_group()
+    states = np.asarray(states)
+    weights = 1 << np.arange(states.shape[1], dtype=np.int64)
+    codes = np.full(len(states), np.iinfo(np.int64).max)
+    for perm, flip in zip(perms, flips):
+        codes = np.minimum(codes, ((flip * states[:, perm]) < 0) @ weights)
+    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return states[first], inverse
+
+
 def flax_module(channels: int, depth: int, symmetry: str = "translations"):
     """The recipe's conv net in flax (parameters as ``tdvp_peers.initial_layers`` names them):
     spins (batch, 16) on the 4x4 grid, periodic 3x3 convs by wrap padding, a complex log psi

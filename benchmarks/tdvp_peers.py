@@ -16,7 +16,8 @@ the same network from the same parameters with the same sampling, integrator and
   1, the sector of the +x state): ours as the recipe's ``symmetry="full"`` does it (the 16
   translations of a translation-invariant network merged, 16 evaluations per
   configuration), NetKet's as a flax user writes it, log sum_g psi_0(g s) over every one of
-  the 256 images (``_tdvp_flax.py``); the same function. Both start from the same numbers
+  the 256 images (``_tdvp_flax.py``; its ``chunk_size`` 128 samples, for memory); the same
+  function. Both start from the same numbers
   (:func:`initial_layers`: backbone normal with std 1/sqrt(fan-in), biases 0, readout 0,
   which is exactly the +x state);
 * samples: ``--samples`` per evaluation of the equation, one Metropolis chain per sample,
@@ -75,12 +76,13 @@ if HERE not in sys.path:  # the harness (stdlib only: the workers run it under a
 from _common import (add_json_option, host_info, load_average, report_row, results_file, script_parser,  # noqa: E402
                      worker_row, write_result)
 import _worker_progress  # noqa: E402
-from _tdvp_flax import SYMMETRIES, flax_module  # noqa: E402
+from _tdvp_flax import SYMMETRIES, flax_module, orbits  # noqa: E402
 
 DEFAULT_JSON = results_file("tdvp_peers.json")
 PEERS = ("quantax_lite", "netket")
 L, N_SITES, J, H = 4, 16, 1.0, 3.04  # h_c = 3.044 (Pauli units) for the 2D TFIM
 TOLERANCE = 2e-2  # issue 53's tolerance on <σx>(t) for this quench
+NETKET_FULL_CHUNK = 128  # NetKet's chunk_size (samples) with --symmetry full: 17 x 256 network images a sample
 WORKER_OPTIONS = ("samples", "dt", "t_end", "points", "warmup", "channels", "depth", "rcond", "seed", "symmetry")
 
 
@@ -134,13 +136,15 @@ def full_sum_observables(log_psi_values) -> tuple[float, float]:
     return float(sx), energy / N_SITES
 
 
-def evaluate_all(log_psi, params, batch: int = 8192):
+def evaluate_all(log_psi, params, batch: int = 8192, symmetry: str = "translations"):
     """``log_psi(params, states)`` (jitted) on every configuration of :func:`basis`, in
-    batches (numpy)."""
+    batches (numpy). ``symmetry="full"``: psi is invariant under the full group (characters
+    1), so it is evaluated once per orbit (:func:`_tdvp_flax.orbits`) and copied."""
     import numpy as np
 
-    states = basis()
-    return np.concatenate([np.asarray(log_psi(params, states[i:i + batch])) for i in range(0, len(states), batch)])
+    states, inverse = (basis(), None) if symmetry != "full" else orbits(basis())
+    values = np.concatenate([np.asarray(log_psi(params, states[i:i + batch])) for i in range(0, len(states), batch)])
+    return values if inverse is None else values[inverse]
 
 
 def timed_evolution(advance, log_psi_now, times, say=lambda message: None) -> dict:
@@ -239,7 +243,8 @@ def run_quantax_lite(cfg) -> dict:
         jax.block_until_ready(holder["state"].params)
 
     log_psi = jax.jit(r.model.apply)
-    run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params), grid(cfg), say)
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, holder["state"].params, symmetry=cfg.symmetry),
+                          grid(cfg), say)
     return {"version": __version__, "jax": jax.__version__, "n_params": int(r.n_params), "n_samples": cfg.samples,
             "steps": int(holder["state"].step), "warmup_s": warmup_s, "warmup_steps": cfg.warmup, **run,
             "network": f"recipe conv net (channels {cfg.channels}, depth {cfg.depth}, 3x3), complex head, "
@@ -264,8 +269,9 @@ def run_netket(cfg) -> dict:
     model = flax_module(cfg.channels, cfg.depth, cfg.symmetry)
     variables = {"params": jax.tree.map(jnp.asarray, initial_layers(cfg.channels, cfg.depth, cfg.seed))}
     sampler = nk.sampler.MetropolisLocal(hilbert, n_chains=cfg.samples, sweep_size=N_SITES)
+    chunk = min(cfg.samples, NETKET_FULL_CHUNK) if cfg.symmetry == "full" else None  # 256 images a sample: memory
     vstate = nk.vqs.MCState(sampler, model, n_samples=cfg.samples, n_discard_per_chain=0, variables=variables,
-                            seed=cfg.seed, sampler_seed=cfg.seed + 1)
+                            seed=cfg.seed, sampler_seed=cfg.seed + 1, chunk_size=chunk)
     solver = (partial(nk.optimizer.solver.pinv_smooth, rtol=1e-14, rtol_smooth=cfg.rcond) if cfg.smooth
               else partial(nk.optimizer.solver.pinv_smooth, rtol=cfg.rcond))
 
@@ -295,13 +301,14 @@ def run_netket(cfg) -> dict:
             raise RuntimeError(f"NetKet's driver reached t = {float(driver.t) - offset!r}, not {t!r}")
 
     log_psi = jax.jit(model.apply)
-    run = timed_evolution(advance, lambda: evaluate_all(log_psi, {"params": vstate.parameters}), grid(cfg), say)
+    run = timed_evolution(advance, lambda: evaluate_all(log_psi, {"params": vstate.parameters}, symmetry=cfg.symmetry),
+                          grid(cfg), say)
     qgt = driver._last_qgt
     jac, dense = np.dtype(qgt.O.dtype).name, np.dtype(qgt.to_dense().dtype).name
     return {"version": nk.__version__, "jax": jax.__version__, "n_params": int(vstate.n_parameters),
             "n_samples": int(vstate.n_samples), "steps": int(driver.step_count) - first_step, "warmup_s": warmup_s,
             "warmup_steps": cfg.warmup, **run, "network": "the same conv net in flax, complex log psi"
-            + (", every one of the 256 group images evaluated" if cfg.symmetry == "full" else ""),
+            + (f", every one of the 256 group images evaluated, chunk_size {chunk}" if chunk else ""),
             "solve": f"{type(qgt).__name__} + pinv_smooth(" + (f"rtol_smooth={cfg.rcond:g})" if cfg.smooth
                                                               else f"rtol={cfg.rcond:g})")
             + f"; Jacobian {jac}, S = O^T O in it, solved in {dense}",

@@ -1174,3 +1174,25 @@ def test_accelerator_suite_tdvp_part_keeps_the_failed_workers_progress(tmp_path,
     part = suite.run_tdvp(args, 210.0, str(tmp_path))
     assert part["error"] == "no result within 200 s"
     assert part["progress"] == lines[-suite.TDVP_PROGRESS_LINES:] and suite.TDVP_PROGRESS_LINES < len(lines)
+
+
+def test_tdvp_peers_orbits_give_an_invariant_function_on_every_configuration():
+    """``evaluate_all(..., symmetry="full")`` (one evaluation per orbit of the 256-element
+    group, copied) equals the full evaluation for a function invariant under the group, and
+    the 2^16 configurations fall into the 433 orbits of the full group (with spin inversion)."""
+    tdvp_peers, flax_net = load("tdvp_peers"), load("_tdvp_flax")
+    states = tdvp_peers.basis()
+    reps, inverse = flax_net.orbits(states)
+    assert len(reps) == 433 and inverse.shape == (2**16,)
+    perms, flips = flax_net.full_group()
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal(16)
+
+    def invariant(params, s):  # log sum over the group of exp(a random linear form): invariant
+        s = np.asarray(s, np.float64)
+        return np.log(np.sum(np.exp((flips[None, :, None] * s[:, perms]) @ weights), axis=1))
+
+    some = rng.choice(2**16, 2000, replace=False)  # the function itself on a random part of the basis
+    direct = invariant(None, states[some])
+    np.testing.assert_allclose(tdvp_peers.evaluate_all(invariant, None, symmetry="full")[some], direct, rtol=1e-12)
+    assert not np.allclose(direct, direct[0])  # not a constant
