@@ -32,9 +32,10 @@ def full_group() -> tuple:
 
 def orbits(states) -> tuple:
     """``(representatives (R, 16), inverse (M,))`` of configurations ``states`` (M, 16) ±1
-    under :func:`full_group`: ``representatives[inverse]`` lies in the orbit of each state
-    (the orbit's image of least binary code), so a function invariant under the group is
-    known on ``states`` from its R values on the representatives."""
+    under :func:`full_group`: the first of ``states`` in each orbit (orbits told apart by
+    the least binary code of their images), and ``representatives[inverse]`` in the orbit of
+    each state, so a function invariant under the group is known on ``states`` from its R
+    values on the representatives."""
     import numpy as np
 
     perms, flips = full_group()

@@ -176,7 +176,9 @@ TDVP_PROGRESS_LINES = 12  # the tdvp worker's progress lines kept where it fails
 def run_tdvp(args, budget_s: float, out_dir: str) -> dict:
     """``benchmarks/tdvp_peers.py --only quantax_lite`` in a subprocess (its worker killed at
     ``budget_s``): milliseconds per TDVP step after the warm-up, the warm-up (compilation),
-    max |Δ⟨σx⟩| against the exact propagator."""
+    max |Δ⟨σx⟩| against the exact propagator. Where the row fails or the script exits
+    otherwise: ``error`` and ``progress``, the last lines it wrote to stderr (its worker's
+    progress; none where the whole process group is killed at ``budget_s + 30``)."""
     path = os.path.join(out_dir, "tdvp.json")
     cmd = [sys.executable, os.path.join(HERE, "tdvp_peers.py"), "--only", "quantax_lite", "--json", path,
            "--timeout", str(max(int(budget_s) - 10, 1))]
