@@ -1081,10 +1081,13 @@ def test_tdvp_peers_flax_network_is_the_recipes(symmetry):
     assert np.allclose(d.real, d.real[0], atol=1e-4) and np.allclose(np.exp(1j * d.imag), 1, atol=1e-4)
     if symmetry == "translations":
         assert np.allclose(d.real, np.log(16), atol=1e-4)
-    perms, flips = load("_tdvp_flax").full_group()
-    assert len({(tuple(p), f) for p, f in zip(perms, flips)}) == 256  # distinct elements
-    composed = {tuple(p[q]) for p in perms[:128] for q in perms[:128]}
-    assert composed == {tuple(p) for p in perms[:128]}  # closed: a group
+    perms, flips = load("_tdvp_flax").full_group()  # written without the library (NetKet's interpreter)
+    from quantax_lite import Square
+    from quantax_lite.geometry.symmetry import full_symmetry
+
+    library = full_symmetry(Square(4))
+    assert len(perms) == 256 and {(tuple(p), int(f)) for p, f in zip(perms, flips)} == \
+        {(tuple(p), int(f)) for p, f in zip(library.perms, library.flips)}  # the library's group, element for element
     with pytest.raises(ValueError, match="symmetry"):
         tdvp_peers.flax_module(2, 1, "point")
 

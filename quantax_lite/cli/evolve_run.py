@@ -144,8 +144,6 @@ def options_of_evolution(out_dir) -> dict | None:
     return options
 
 
-
-
 def same_option(name: str, given, recorded) -> bool:
     """Whether an option given equals the value an evolution recorded (folders by their
     absolute path, lattices by name, ``dt`` and ``tol`` left out as the values taken)."""

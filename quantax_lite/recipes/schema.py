@@ -85,8 +85,9 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
     ``names`` (the fields to read) taken from it, those it lacks as
     :data:`FIELDS_OF_EARLIER_RUNS` gives them, ``schema_version`` kept (the recipe reads a
     sinh run of version 2 or earlier with its offset 1: :func:`earlier_sinh_offset`).
-    Options of earlier versions are dropped with a warning, run-control options silently; ``ValueError`` naming
-    ``out_dir`` for an option this version does not know (``where``: the file, for the message)."""
+    Options of earlier versions are dropped with a warning, run-control options silently;
+    ``ValueError`` naming ``out_dir`` for an option this version does not know (``where``:
+    the file, for the message)."""
     names = set(names)
     check_schema_version(config.get("schema_version"))
     legacy = sorted(k for k in config if k in OPTIONS_OF_EARLIER_VERSIONS)
