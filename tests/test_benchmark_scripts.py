@@ -124,6 +124,7 @@ def test_quick_runs_never_write_the_results():
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.slow  # the script's rows
 def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     out, png = tmp_path / "scale.json", tmp_path / "scale.png"
     proc = script("vmc_scale", "--quick", "--budget-s", "0", "--json", str(out), "--plot", str(png))
@@ -890,6 +891,7 @@ def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
         assert result["spread"][name] == dict(n=2, median=sum(errors) / 2, min=min(errors), max=max(errors))
 
 
+@pytest.mark.slow  # the script's refusals, each a process
 def test_seed_spread_refuses_what_it_cannot_run_before_training(capsys):
     done = script("seed_spread", "--row", "nope", timeout=60)
     assert done.returncode == 2 and "error: --row" in done.stderr and "Traceback" not in done.stderr
@@ -1142,6 +1144,7 @@ def test_evolution_targets_quick_compares_with_exact(capsys):
     assert "4x4 TFIM quench" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the script's rows
 def test_network_cost_quick(tmp_path):
     """The conv net and the ViT side by side: the ViT's projection evaluates one image per
     class of translations by whole patches (4 of 16 on 4x4), the conv net one per class of

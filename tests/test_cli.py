@@ -183,6 +183,7 @@ def edit_run_config(out, edit) -> dict:
     return before
 
 
+@pytest.mark.slow  # trainings from the command; the default run: test_resume_options' differing option
 def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     out = str(tmp_path / "run")
     base = SMALL + ["--lattice", "chain:6", "--samples", "64", "--chains", "16", "--eval-samples", "64"]
@@ -211,7 +212,7 @@ def test_resume_with_changed_options_is_refused(tmp_path, capsys):
     assert "--channels 8 (was 4)" in err and "Traceback" not in err
 
 
-@pytest.mark.slow  # trainings from the command; a changed option on resume: test_resume_with_changed_options_is_refused
+@pytest.mark.slow  # trainings from the command; a changed option on resume: test_resume_options.py
 def test_a_kagome_run_made_without_the_phase_rule_is_not_resumed_with_it(tmp_path, capsys):
     """auto picks the 120-degree rule on kagome:2x2; a run from before the option (no
     rule) resumes with its own (none; --phase-rule auto is refused), and the summary names

@@ -211,6 +211,7 @@ def test_training_from_python_runs_the_stages_and_resumes(staged_run):
     assert info.value.field == "restart"
 
 
+@pytest.mark.slow  # a measurement from the command
 def test_measure_prints_its_cost_then_measures(staged_run, capsys):
     from quantax_lite.cli.measure_run import measure_run, network_evaluations
     from quantax_lite.recipes import build

@@ -12,6 +12,8 @@ import math
 import os
 import shutil
 
+import pytest
+
 from quantax_lite import load_run
 from quantax_lite.cli.command import main
 
@@ -31,6 +33,7 @@ def _log(out: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+@pytest.mark.slow  # a resumed training and a measurement from the command
 def test_a_run_of_version_0_1_0_resumes_and_is_measured(tmp_path, capsys):
     out = _copy(tmp_path)
     before = _log(out)

@@ -192,6 +192,7 @@ def test_a_sinh_run_made_before_the_offset_option_reads_its_offset_of_one(run_co
     assert recipe_of_run(run_copy)[0].sinh_offset == 0.3
 
 
+@pytest.mark.slow  # two trainings from the command
 def test_a_warm_start_from_a_sinh_run_of_another_offset_is_refused(tmp_path, capsys):
     """--init-from a sinh run with c = 1 into a sinh run with the default c: one line naming
     --init-from, nothing written; with --sinh-offset 1 it starts."""

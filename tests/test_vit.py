@@ -150,6 +150,7 @@ def test_factored_attention_equals_a_loop_over_token_pairs(rng):
     np.testing.assert_allclose(mixed, expect, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow  # a training
 def test_trains_to_the_exact_ground_state_by_exact_sums():
     """chain:8 Heisenberg (with the Marshall sign; a complex network),
     projected on the translations: exact sums, SR, 150 steps to 1e-4 of the exact energy."""
