@@ -210,6 +210,21 @@ def test_sampled_estimate_covers_the_exact_value():
     assert np.median(gains) < -3  # the step lowers the energy by many of its error bars
 
 
+def test_the_lanczos_state_is_sampled_from_its_square_whatever_the_run_trains_on():
+    """A run that trains on samples of |psi|^(2 power) hands its sampler over with that power:
+    the step's own state is still drawn from |psi_b|^2, as its weights assume (the same draws,
+    bit for bit, as from the sampler at power 1)."""
+    import dataclasses
+
+    ham = Heisenberg(Chain(8))
+    params = random_params(np.random.default_rng(2), 8, scale=0.3)
+    sampler = MetropolisSampler(jastrow, Exchange(Chain(8).bonds()), 16, 8, sweep_size=8, n_thermalize=10)
+    samples, _, _ = sampler.sample(sampler.init(jax.random.key(0), params), params, 16 * 8)
+    steps = [lanczos_sampled(ham, jastrow, params, dataclasses.replace(sampler, power=power), jax.random.key(1),
+                             samples)[0] for power in (1.0, 0.5)]
+    assert steps[0] == steps[1], steps
+
+
 def test_reference_energy_changes_nothing_but_rounding(rng):
     """d and q about another E_ref give the same step (the moments are shifted exactly)."""
     ham = Heisenberg(Chain(8))

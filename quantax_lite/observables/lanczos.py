@@ -396,11 +396,12 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
 
     ``samples``: ``(n, n_sites)`` chain-major samples of ``|psi|^2`` from ``sampler`` (a
     :class:`~quantax_lite.sampler.MetropolisSampler` of ``log_psi``); ``first``, the step
-    estimated on them, gives ``b``. Then ``n`` samples of ``|psi_b|^2``
-    (:class:`LanczosState` with ``(params, b, e_ref)``, the same rule and chains, started from the last configuration
-    of each chain of the previous set and thermalized again under ``key`` for the sampler's
-    ``n_thermalize`` sweeps: 5 or 10 instead of 20 left a bias of 0.6 or 0.14 error bars
-    on the tests' chain) give the next estimate
+    estimated on them, gives ``b``. Then ``n`` samples of ``|psi_b|^2`` (at power 1 whatever
+    ``sampler.power``; :class:`LanczosState` with ``(params, b, e_ref)``, the same rule and
+    chains, started from the last configuration of each chain of the previous set and
+    thermalized again under ``key`` for the sampler's ``n_thermalize`` sweeps: 5 or 10
+    instead of 20 left a bias of 0.6 or 0.14 error bars on the tests' chain) give the next
+    estimate
     (:func:`lanczos_step` with ``sampled_beta = b``, the same ``e_ref``), whose ``b`` the
     next set is drawn at: ``passes`` sets in all (at least 2), the last one's estimate is
     ``step``. A further pass samples the state at the ``b`` the previous one chose, so the
@@ -421,7 +422,8 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
     first = lanczos_step(hamiltonian, log_psi, params, samples, n_chains=n_chains, progress=tell(0), **options)
     _, max_conn = hamiltonian_sizes(hamiltonian)
     rows = max(1, EVALUATIONS_PER_CHUNK // max_conn)  # chains per device per evaluation of psi_b
-    sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows)
+    # |psi_b|^2, as the weights of lanczos_step assume, also where the run trains on |psi|^(2 power)
+    sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows, power=1.0)
     wide = tuning.wide_dtype()  # float32 on an accelerator, whatever jax_enable_x64 says
     step, drawn = first, samples
     for k in range(1, passes):
