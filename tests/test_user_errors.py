@@ -1,6 +1,7 @@
 """User errors found by adversarial trials: each is refused with one line naming the option
 (command, exit status 2) or a ValueError / TypeError naming the argument (library), and
 nothing non-finite or partial is written (8 simulated CPU devices)."""
+import dataclasses
 import errno
 import json
 import os
@@ -190,6 +191,27 @@ def test_a_sinh_run_made_before_the_offset_option_reads_its_offset_of_one(run_co
     assert recipe_of_run(run_copy)[0].sinh_offset == SINH_OFFSET
     _edit_config(run_copy, lambda config: config.update(sinh_offset=0.3))
     assert recipe_of_run(run_copy)[0].sinh_offset == 0.3
+
+
+def test_a_sinh_run_recorded_by_the_command_is_read_with_its_own_offset(tmp_path):
+    """What the command records (its options, with ``sinh_offset`` and no ``schema_version``)
+    is read back with the offset it trained with, the library's default or a given one, and
+    the run rebuilt from the folder evaluates that network (not the one of c = 1)."""
+    from quantax_lite import build
+    from quantax_lite.models.heads import SINH_OFFSET
+    from quantax_lite.recipes import load_run
+
+    for offset in (None, 0.3):
+        out = str(tmp_path / f"run{offset}")
+        given = [] if offset is None else ["--sinh-offset", str(offset)]
+        assert main(TRAIN + ["--amplitude", "sinh", "--iters", "1", "--out", out, *given]) == 0
+        recipe = recipe_of_run(out)[0]
+        assert recipe.sinh_offset == (SINH_OFFSET if offset is None else offset)
+        loaded = load_run(out)
+        s = loaded.state.sampler.states
+        for c, same in ((recipe.sinh_offset, True), (1.0, False)):
+            other = build(dataclasses.replace(recipe, sinh_offset=c)).model.apply(loaded.state.params, s)
+            assert np.allclose(np.asarray(other), np.asarray(loaded.run.model.apply(loaded.state.params, s))) == same
 
 
 @pytest.mark.slow  # two trainings from the command

@@ -85,7 +85,9 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
     ``names`` (the fields to read) taken from it, those it lacks as
     :data:`FIELDS_OF_EARLIER_RUNS` gives them, ``schema_version`` kept (the recipe reads a
     sinh run of version 2 or earlier with its offset 1: :func:`earlier_sinh_offset`).
-    Options of earlier versions are dropped with a warning, run-control options silently;
+    A config that records ``sinh_offset`` is read as version 3 (the command records its
+    options without ``schema_version``). Options of earlier versions are dropped with a
+    warning, run-control options silently;
     ``ValueError`` naming ``out_dir`` for an option this version does not know (``where``:
     the file, for the message)."""
     names = set(names)
@@ -102,5 +104,8 @@ def migrate(config: dict, names, *, where: str = "the config") -> dict:
                       "earlier version that this one chooses itself (quantax_lite.utils.tuning); ignored.", stacklevel=3)
     fields = {**{k: v for k, v in FIELDS_OF_EARLIER_RUNS.items() if k in names},
               **{k: v for k, v in config.items() if k in names}}
-    fields["schema_version"] = config.get("schema_version", 1)
+    # a config that records sinh_offset has the form of version 3 whatever it says (the command
+    # records its options without schema_version): its offset is the one it trained with
+    version = config.get("schema_version", 1)
+    fields["schema_version"] = max(version or 1, 3) if "sinh_offset" in config else version
     return fields
