@@ -262,7 +262,6 @@ def _train_without_x64(lattice: str, iters: int, samples: int):
         return float(np.real(stats.mean)), float(stats.error_of_mean), r
 
 
-@pytest.mark.slow  # a training; the accelerator record's programs: the lowering tests above
 def test_trains_chain_to_exact_without_x64():
     """chain:8 Heisenberg with jax_enable_x64 off: float32 everywhere, exact within error bars."""
     energy, error, r = _train_without_x64("chain:8", 120, 512)

@@ -147,7 +147,7 @@ def test_vmc_scale_reports_rows_over_budget_as_skipped(tmp_path):
     assert len(result["meta"]["load_average"]) == 3 and len(result["meta"]["load_average_start"]) == 3
 
 
-# slow: a benchmark's measured row end to end; its skip logic: test_vmc_scale_reports_rows_over_budget_as_skipped
+# slow: a benchmark's measured row end to end, as its skip logic (test_vmc_scale_reports_rows_over_budget_as_skipped)
 @pytest.mark.slow
 def test_vmc_scale_measures_a_row_of_the_network_as_built(tmp_path):
     """One measured row (not only skipped ones): its network's size is read from the
@@ -865,7 +865,7 @@ def test_error_text_and_last_line_of_empty_messages():
     assert common.last_line("a\nb\n\n") == "b" and common.last_line("  \n") is None and common.last_line(None) is None
 
 
-@pytest.mark.slow  # end to end (eight trainings); the refusals and table are tested without them
+@pytest.mark.slow  # end to end (eight trainings); the refusals: test_seed_spread_refuses_what_it_cannot_run_before_training (slow too: a process each)
 def test_seed_spread_trains_each_seed_under_each_tuning(tmp_path, monkeypatch):
     """benchmarks/seed_spread.py: one run per seed and tuning record, each from its own seed
     (the runs differ), the "tpu" record really used (float32 device programs: the same seed's

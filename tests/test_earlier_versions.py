@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 
+import jax
 import pytest
 
 from quantax_lite import load_run
@@ -33,7 +34,19 @@ def _log(out: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-@pytest.mark.slow  # a resumed training and a measurement from the command
+def test_a_run_of_version_0_1_0_is_read_as_the_run_it_was(tmp_path):
+    """Its recorded options (version 1: no ``schema_version``) rebuild the run it was: the
+    recipe of its command, the network its parameters fit, its chains' configurations."""
+    loaded = load_run(_copy(tmp_path))
+    recipe = loaded.recipe
+    assert (recipe.lattice, recipe.samples, recipe.channels, recipe.depth, recipe.eval_samples) == ("chain:8", 64, 2, 1,
+                                                                                                     256)
+    assert recipe.amplitude != "sinh" and int(loaded.state.iteration) == 4
+    lp = loaded.run.model.apply(loaded.state.params, loaded.state.sampler.states)
+    assert lp.shape == (loaded.state.sampler.states.shape[0],) and bool(jax.numpy.all(jax.numpy.isfinite(lp.real)))
+
+
+@pytest.mark.slow  # a resumed training and a measurement from the command; the reading: the test above
 def test_a_run_of_version_0_1_0_resumes_and_is_measured(tmp_path, capsys):
     out = _copy(tmp_path)
     before = _log(out)

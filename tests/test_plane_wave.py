@@ -98,7 +98,7 @@ def test_recipe_momentum_readout():
         assert _network(zero, lattice, g0, zero.amplitude_kind(ham)).base.readout == "sum"
 
 
-@pytest.mark.slow  # three trainings from the command; a changed option on resume is refused by test_cli's faster test
+@pytest.mark.slow  # three trainings from the command; a changed option on resume is refused by test_resume_options.py's
 def test_a_run_from_before_the_plane_wave_readout_resumes_only_with_origin(tmp_path, capsys):
     """A nonzero-momentum run made before the option (its network: the origin readout)
     is refused naming --momentum-readout when given plane_wave, resumes with its own

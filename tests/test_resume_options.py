@@ -26,7 +26,6 @@ def _steps(out):
         return [json.loads(line)["iteration"] for line in fh if line.strip()]
 
 
-@pytest.mark.slow  # trainings from the command; a differing option on resume: test_an_option_given_on_resume_that_differs_is_refused_in_one_line
 def test_resume_takes_the_options_it_is_not_given_from_the_run(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert main(["train", *RUN, "--iters", "2", "--no-progress", "--out", out]) == 0
@@ -85,7 +84,7 @@ def test_an_option_given_on_resume_that_differs_is_refused_in_one_line(tmp_path,
     assert len(list_checkpoints(out)) == 1 and _steps(out) == [1]  # nothing written
 
 
-@pytest.mark.slow  # trainings from the command (the default run resumes one: test_cli's time-limit test)
+@pytest.mark.slow  # trainings from the command (the default run resumes one: test_resume_takes_the_options_it_is_not_given_from_the_run)
 def test_resume_without_iters_goes_on_to_the_steps_the_run_was_started_for(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert main(["train", *RUN, "--iters", "2", "--no-progress", "--out", out]) == 0

@@ -394,8 +394,9 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
                     progress: Callable[[int, int], None] | None = None) -> tuple[LanczosStep, LanczosStep]:
     """The Lanczos step from samples of its own state: ``(step, first)``.
 
-    ``samples``: ``(n, n_sites)`` chain-major samples of ``|psi|^2`` from ``sampler`` (a
-    :class:`~quantax_lite.sampler.MetropolisSampler` of ``log_psi``); ``first``, the step
+    ``samples``: ``(n, n_sites)`` chain-major samples of ``|psi|^2`` (drawn at power 1) from
+    ``sampler``'s chains (a :class:`~quantax_lite.sampler.MetropolisSampler` of ``log_psi``, of
+    any ``power``); ``first``, the step
     estimated on them, gives ``b``. Then ``n`` samples of ``|psi_b|^2`` (at power 1 whatever
     ``sampler.power``; :class:`LanczosState` with ``(params, b, e_ref)``, the same rule and
     chains, started from the last configuration of each chain of the previous set and
