@@ -137,6 +137,29 @@ def test_magnetizations_and_their_site_means_against_dense_sums(rng):
         assert abs(got - want) < 4 * err, (name, got, want, err)
 
 
+@pytest.mark.parametrize("power", [1.0, 0.5])
+def test_the_measurements_are_of_psi_squared_whatever_the_sampling_power(power):
+    """An evolution of a run trained on samples of |psi|^(2 power) measures its energy on
+    samples of |psi|^2: within four error bars of the exact expectation of a state far from
+    uniform, for power 1 and 0.5 alike."""
+    import types
+
+    import jax
+
+    from quantax_lite import Recipe, build
+    from quantax_lite.cli.evolve_run import measurement
+    from quantax_lite.exact.diagonalization import exact_expectation
+    from quantax_lite.recipes.assembly import physical_basis
+
+    r = build(Recipe(lattice="chain:8", channels=2, depth=1, samples=512, chains=64, sampling_power=power))
+    params = jax.tree.map(lambda x: 6.0 * x, r.state.params)  # far from uniform: log|psi| spread over 1.7
+    measure = measurement(r, types.SimpleNamespace(exact=False, n_samples=4096),
+                          physical_basis(r.model.apply, r.hamiltonian)[0])
+    got = measure(types.SimpleNamespace(params=params, sampler=r.state.sampler, t=0.0))
+    exact = exact_expectation(r.hamiltonian, r.model.apply, params, total_sz=0)
+    assert abs(got["energy"] - exact) < 4 * got["energy_error"] + 1e-9, (got["energy"], got["energy_error"], exact)
+
+
 def test_resume_refuses_an_option_that_differs_and_a_folder_of_no_evolution(quench, chain6_run, tmp_path, capsys):
     """`evolve --resume` with an option that differs from the evolution's: one line naming it
     with the recorded value, nothing written; a train run's folder: one line naming --out."""

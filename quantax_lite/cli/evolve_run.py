@@ -255,15 +255,18 @@ def measurement(run, tdvp, log_psi) -> Callable:
     """``measure(state) -> record``: energy with its error, the magnetizations and the
     nearest-neighbour ``<S^z_i S^z_j>`` of a state at its time, from fresh samples drawn from
     a copy of its chains (the state's own chains do not move: a resumed run measures the
-    same) or from the exact rows."""
+    same) or from the exact rows. Samples of |psi|^2 also where the evolution samples
+    |psi|^(2 power): the copy is thermalized again at power 1 first."""
     local = make_local_energy(run.hamiltonian, run.model.apply, mesh=run.sampler.resolved_mesh(), jit=False)
+    again = not tdvp.exact and getattr(run.sampler, "power", 1.0) != 1.0
+    sampler = dataclasses.replace(run.sampler, power=1.0) if again else run.sampler
 
     @jax.jit
     def draw(params, chains):
         if tdvp.exact:
-            rows, lp, w = run.sampler.probabilities(params)
+            rows, lp, w = sampler.probabilities(params)
         else:
-            rows, lp, _ = run.sampler.sample(chains, params, tdvp.n_samples)
+            rows, lp, _ = sampler.sample(chains, params, tdvp.n_samples, **({"thermalize": True} if again else {}))
             w = None
         return rows, local(params, rows, lp), w
 
