@@ -201,12 +201,13 @@ def test_a_sinh_run_recorded_by_the_command_is_read_with_its_own_offset(tmp_path
     from quantax_lite.models.heads import SINH_OFFSET
     from quantax_lite.recipes import load_run
 
-    for offset in (None, 0.3):
-        out = str(tmp_path / f"run{offset}")
-        given = [] if offset is None else ["--sinh-offset", str(offset)]
-        assert main(TRAIN + ["--amplitude", "sinh", "--iters", "1", "--out", out, *given]) == 0
+    out = str(tmp_path / "run")
+    assert main(TRAIN + ["--amplitude", "sinh", "--iters", "1", "--out", out]) == 0
+    for offset in (SINH_OFFSET, 0.3):  # the default, then as the command records a given one
+        _edit_config(out, lambda config: config.update(sinh_offset=offset))
+        assert "schema_version" not in json.loads(bytes(np.load(list_checkpoints(out)[-1])["metadata"]))["config"]
         recipe = recipe_of_run(out)[0]
-        assert recipe.sinh_offset == (SINH_OFFSET if offset is None else offset)
+        assert recipe.sinh_offset == offset
         loaded = load_run(out)
         s = loaded.state.sampler.states
         for c, same in ((recipe.sinh_offset, True), (1.0, False)):
