@@ -26,6 +26,8 @@ def _steps(out):
         return [json.loads(line)["iteration"] for line in fh if line.strip()]
 
 
+@pytest.mark.slow  # two trainings from the command; the default run resumes with options left out at the end of
+# test_an_option_given_on_resume_that_differs_is_refused_in_one_line
 def test_resume_takes_the_options_it_is_not_given_from_the_run(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert main(["train", *RUN, "--iters", "2", "--no-progress", "--out", out]) == 0
@@ -82,9 +84,13 @@ def test_an_option_given_on_resume_that_differs_is_refused_in_one_line(tmp_path,
     err = refused("--no-marshall")
     assert err.endswith("differ from the run in the folder: --marshall False (was True)"), err
     assert len(list_checkpoints(out)) == 1 and _steps(out) == [1]  # nothing written
+    # with only --resume, the folder and the new length, the run goes on with its own options
+    _record(out, marshall=False)  # (as it was trained)
+    assert main(["train", "--resume", "--iters", "2", "--no-progress", "--out", out]) == 0, capsys.readouterr().err
+    assert _steps(out) == [1, 2] and _summary(out)["lattice"] == "chain:6"
 
 
-@pytest.mark.slow  # trainings from the command (the default run resumes one: test_resume_takes_the_options_it_is_not_given_from_the_run)
+@pytest.mark.slow  # trainings from the command (the default run resumes one: test_an_option_given_on_resume_that_differs_is_refused_in_one_line)
 def test_resume_without_iters_goes_on_to_the_steps_the_run_was_started_for(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert main(["train", *RUN, "--iters", "2", "--no-progress", "--out", out]) == 0
