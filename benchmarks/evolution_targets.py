@@ -104,10 +104,10 @@ def _fresh(run, state, n_samples: int, operators: dict) -> dict:
     copy of ``state``'s chains (the evolution's own chains do not move)."""
     from quantax_lite import expect
 
-    sampler, again = run.sampler, None
-    if getattr(sampler, "power", 1.0) != 1.0:  # an evolution on samples of |psi|^(2a): measure on |psi|^2
-        sampler, again = dataclasses.replace(sampler, power=1.0), True  # (the chains thermalized anew)
-    samples, log_psi_s, _ = sampler.sample(state.sampler, state.params, n_samples, thermalize=again)
+    from quantax_lite.sampler import of_psi_squared
+
+    sampler, again = of_psi_squared(run.sampler)  # an evolution on samples of |psi|^(2a): measured on |psi|^2
+    samples, log_psi_s, _ = sampler.sample(state.sampler, state.params, n_samples, thermalize=again or None)
     out = {}
     for name, op in operators.items():
         stats = expect(run.model.apply, state.params, samples, op, n_chains=run.sampler.n_chains,

@@ -5,6 +5,7 @@ of 8). Seeds are fixed, so each chi-square test is deterministic for a given dev
 count; the threshold p > 1e-3 is loose enough for a correct sampler and tight
 enough that sampling |psi| instead of |psi|^2, or a biased rule, fails.
 """
+import dataclasses
 import itertools
 
 import jax
@@ -663,6 +664,20 @@ def test_metropolis_with_a_power_matches_psi_to_that_power():
 def test_a_power_outside_zero_one_is_refused(power):
     with pytest.raises((ValueError, TypeError), match="power"):
         MetropolisSampler(log_psi, LocalFlip(), N_CHAINS, 4, power=power)
+
+
+def test_of_psi_squared_keeps_everything_but_the_power():
+    """A sampler at power 1 (or without one) is its own sampler of |psi|^2; one below 1 gives
+    its copy at power 1 (the same rule, chains, sweeps) and says its chains must thermalize."""
+    from quantax_lite.sampler import FullSumSampler, of_psi_squared
+
+    low = MetropolisSampler(log_psi, LocalFlip(), 16, 6, sweep_size=3, n_thermalize=7, power=0.5)
+    squared, again = of_psi_squared(low)
+    assert again and squared.power == 1.0 and dataclasses.replace(squared, power=0.5) == low
+    one = dataclasses.replace(low, power=1.0)
+    assert of_psi_squared(one) == (one, False)
+    every = FullSumSampler(log_psi, 6)
+    assert of_psi_squared(every) == (every, False)
 
 
 def test_draws_at_power_one_from_chains_of_a_lower_power_thermalize_them_first():

@@ -194,18 +194,27 @@ def test_a_sinh_run_made_before_the_offset_option_reads_its_offset_of_one(run_co
 
 
 def test_a_sinh_run_recorded_by_the_command_is_read_with_its_own_offset(tmp_path):
-    """What the command records (its options, with ``sinh_offset`` and no ``schema_version``)
-    is read back with the offset it trained with, the library's default or a given one, and
-    the run rebuilt from the folder evaluates that network (not the one of c = 1)."""
+    """What the command records (its options with ``schema_version``; before, without it but
+    with ``sinh_offset``) is read back with the offset it trained with, the library's default
+    or a given one, and the run rebuilt from the folder evaluates that network (not the one
+    of c = 1)."""
     from quantax_lite import build
     from quantax_lite.models.heads import SINH_OFFSET
     from quantax_lite.recipes import load_run
+    from quantax_lite.recipes.schema import SCHEMA_VERSION
 
     out = str(tmp_path / "run")
     assert main(TRAIN + ["--amplitude", "sinh", "--iters", "1", "--out", out]) == 0
-    for offset in (SINH_OFFSET, 0.3):  # the default, then as the command records a given one
-        _edit_config(out, lambda config: config.update(sinh_offset=offset))
-        assert "schema_version" not in json.loads(bytes(np.load(list_checkpoints(out)[-1])["metadata"]))["config"]
+    with np.load(list_checkpoints(out)[-1]) as data:
+        assert json.loads(bytes(data["metadata"]))["config"]["schema_version"] == SCHEMA_VERSION
+    # the default, then a given one, each also as the command recorded them before it wrote its version
+    for offset, version in ((SINH_OFFSET, SCHEMA_VERSION), (SINH_OFFSET, None), (0.3, None)):
+        def record(config, offset=offset, version=version):
+            config.update(sinh_offset=offset, schema_version=version)
+            if version is None:
+                del config["schema_version"]
+
+        _edit_config(out, record)
         recipe = recipe_of_run(out)[0]
         assert recipe.sinh_offset == offset
         loaded = load_run(out)

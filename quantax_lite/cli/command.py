@@ -23,6 +23,7 @@ from quantax_lite.cli.measure_run import every_configuration, measure_samples  #
 from quantax_lite.cli.options import RECIPE, build_parser, read_config  # noqa: F401  (RECIPE, build_parser: the command's API)
 from quantax_lite.recipes import Recipe
 from quantax_lite.recipes.plan import SECTOR_FIELDS
+from quantax_lite.recipes.schema import SCHEMA_VERSION
 from quantax_lite.driver.warm_start import describe_source
 
 __all__ = ["main", "build_parser", "RECIPE"]
@@ -189,6 +190,7 @@ def train(args) -> dict | None:
     config = {k: v for k, v in vars(args).items() if k not in _NOT_COMPARED}
     config["phase_rule"] = recipe.phase_rule_kind()  # what auto picks: runs made before the option resume
     config["sampling"], config["symmetry"] = recipe.sampling, recipe.symmetry  # as decided, not 'auto'
+    config["schema_version"] = SCHEMA_VERSION  # the form read back (recipes.schema.migrate)
     if not recipe.has_momentum():  # no choice to record: a run of any version at k = 0 resumes
         config.pop("momentum_readout", None)
     summary = training.train(recipe, args.out, iters=args.iters, resume=args.resume, restart=args.restart,

@@ -47,6 +47,7 @@ from quantax_lite.operators.hamiltonian import make_local_energy
 from quantax_lite.cli.report import energy_unit, save_figure, write_json
 from quantax_lite.driver.run_folder import append_log, check_writable, lock_run_folder, prepare_run_folder, read_log, truncate_log
 from quantax_lite.operators.local_operators import sx, sz
+from quantax_lite.sampler import of_psi_squared
 from quantax_lite.driver.warm_start import check_source
 
 __all__ = ["evolve_run", "EvolutionStopped", "EVOLUTION_DEFAULTS", "INITIAL_STATES", "INTEGRATORS", "MAX_EXACT_SITES",
@@ -258,8 +259,7 @@ def measurement(run, tdvp, log_psi) -> Callable:
     same) or from the exact rows. Samples of |psi|^2 also where the evolution samples
     |psi|^(2 power): the copy is thermalized again at power 1 first."""
     local = make_local_energy(run.hamiltonian, run.model.apply, mesh=run.sampler.resolved_mesh(), jit=False)
-    again = not tdvp.exact and getattr(run.sampler, "power", 1.0) != 1.0
-    sampler = dataclasses.replace(run.sampler, power=1.0) if again else run.sampler
+    sampler, again = (run.sampler, False) if tdvp.exact else of_psi_squared(run.sampler)
 
     @jax.jit
     def draw(params, chains):

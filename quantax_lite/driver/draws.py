@@ -8,11 +8,9 @@ samples of |psi|^2 also when the driver trains on samples of |psi|^(2 power)
 """
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 
-from quantax_lite.sampler import per_chain
+from quantax_lite.sampler import of_psi_squared, per_chain
 
 __all__ = ["draw_samples"]
 
@@ -29,12 +27,9 @@ def draw_samples(vmc, chains, params, n_samples: int, *, local_energies: bool = 
     block = min(n_samples, vmc.n_samples)
     if n_samples % block:
         raise ValueError(f"n_samples: {n_samples} must be a multiple of the step's {block} samples.")
-    sampler = vmc.sampler
     # a driver that trains on |psi|^(2 power): |psi|^2 here, from chains at home in
     # |psi|^(2 power), so the first block thermalizes them again
-    rethermalize = getattr(sampler, "power", 1.0) != 1.0
-    if rethermalize:
-        sampler = dataclasses.replace(sampler, power=1.0)
+    sampler, rethermalize = of_psi_squared(vmc.sampler)
     n_chains = sampler.n_chains
     parts, n_blocks = [], n_samples // block
     for i in range(n_blocks):

@@ -46,6 +46,7 @@ from quantax_lite.utils import tuning
 from quantax_lite.utils.validate import positive_int
 from quantax_lite.observables.programs import cached, chunked_fn
 from quantax_lite.operators.hamiltonian import hamiltonian_sizes
+from quantax_lite.sampler import of_psi_squared
 
 __all__ = ["LanczosStep", "LanczosState", "lanczos_energy", "lanczos_from_terms", "lanczos_terms", "lanczos_step",
            "lanczos_sampled", "lanczos_record"]
@@ -424,7 +425,8 @@ def lanczos_sampled(hamiltonian, log_psi: Callable, params, sampler, key, sample
     _, max_conn = hamiltonian_sizes(hamiltonian)
     rows = max(1, EVALUATIONS_PER_CHUNK // max_conn)  # chains per device per evaluation of psi_b
     # |psi_b|^2, as the weights of lanczos_step assume, also where the run trains on |psi|^(2 power)
-    sampler_b = dataclasses.replace(sampler, log_psi=LanczosState(hamiltonian, log_psi), chunk_size=rows, power=1.0)
+    sampler_b = dataclasses.replace(of_psi_squared(sampler)[0], log_psi=LanczosState(hamiltonian, log_psi),
+                                    chunk_size=rows)
     wide = tuning.wide_dtype()  # float32 on an accelerator, whatever jax_enable_x64 says
     step, drawn = first, samples
     for k in range(1, passes):

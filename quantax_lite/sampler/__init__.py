@@ -38,7 +38,7 @@ Configurations are int8 arrays of +1 / -1 (+1 = up), shape (batch, n_sites).
 from .base import ChainState, Sampler, TransitionRule, acceptance_rate, per_chain
 from .exact import ExactSampler, ExactSamplerState
 from .full_sum import FullSumSampler, FullSumState
-from .metropolis import MetropolisSampler, SamplerState
+from .metropolis import MetropolisSampler, SamplerState, of_psi_squared
 from .rules import Exchange, LocalFlip, Mixture
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Mixture",
     "SamplerState",
     "MetropolisSampler",
+    "of_psi_squared",
     "ExactSamplerState",
     "ExactSampler",
     "FullSumState",

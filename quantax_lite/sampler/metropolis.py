@@ -9,6 +9,7 @@ program; the chain batch is sharded over the mesh (axis ``"batch"``).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -26,7 +27,7 @@ from ._common import check_n_samples, onto_mesh, validate_initial_states
 from .base import TransitionRule
 from quantax_lite.utils import tuning
 
-__all__ = ["SamplerState", "MetropolisSampler"]
+__all__ = ["SamplerState", "MetropolisSampler", "of_psi_squared"]
 
 
 @jax.tree_util.register_dataclass
@@ -211,6 +212,16 @@ class MetropolisSampler:
         return chunk_map(
             self.log_psi, in_axes=(None, 0), chunk_size=self.chunk_size, use_scan=True, mesh=mesh
         )
+
+
+def of_psi_squared(sampler) -> tuple[Any, bool]:
+    """``(sampler of |psi|^2, again)`` for the chains of ``sampler``: itself and False where it
+    samples |psi|^2 already (power 1, or a sampler without a ``power``), else its copy at
+    power 1 and True: chains at home in |psi|^(2 power) must thermalize again before their
+    draws are samples of |psi|^2 (``sample(..., thermalize=True)``)."""
+    if getattr(sampler, "power", 1.0) == 1.0:
+        return sampler, False
+    return dataclasses.replace(sampler, power=1.0), True
 
 
 @partial(jax.jit, static_argnums=(0, 1))
